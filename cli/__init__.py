@@ -1,0 +1,1 @@
+"""hopsearch.cli: the ``hopsearch`` command line (click)."""

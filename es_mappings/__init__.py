@@ -1,0 +1,1 @@
+"""Elasticsearch index templates (JSON), shipped as package data."""

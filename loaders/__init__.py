@@ -1,0 +1,1 @@
+"""hopsearch.loaders: parse, chunk and embed sources, then bulk them into Elasticsearch."""

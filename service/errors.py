@@ -1,0 +1,124 @@
+"""Every error hopsearch raises on purpose. One hierarchy, one module.
+
+    HopsearchError                    base; ``str()`` is a message meant for a person
+    ├── ConfigError                   bad settings or a missing local resource (model file, ES_HOME)
+    ├── InputError                    bad input: names the file, line or field (``source``, ``position``)
+    ├── StoreError                    Elasticsearch said no or could not be reached
+    │   ├── StoreUnavailable          connection refused / timed out (retryable)
+    │   ├── IndexMissing              the index or alias does not exist
+    │   └── EmbedderMismatch          vectors from another embedder than the index ``_meta`` names
+    ├── NodeError                     starting or stopping a local Elasticsearch / LLM server failed
+    ├── EmbedderError                 the embedding model failed
+    ├── LLMError                      the language model failed
+    │   ├── LLMUnavailable            connect errors, 429 and 5xx after every retry
+    │   ├── LLMTimeout                the deadline passed
+    │   └── LLMOutputError            the model's output could not be parsed (after the repair retry)
+    └── StrategyError                 a strategy could not finish (budget exhausted, no answer)
+
+Library errors are wrapped with ``raise ... from exc`` so the cause stays in the traceback. Errors
+carry data (``status``, ``source``, ``position``, ``details``) for the HTTP layer and the CLI; their
+messages never include credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class HopsearchError(Exception):
+    """Base of all hopsearch errors."""
+
+    #: Elasticsearch-style error type reported by the HTTP service.
+    error_type = "hopsearch_exception"
+    #: HTTP status the service answers with.
+    status = 500
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class ConfigError(HopsearchError):
+    error_type = "settings_exception"
+    status = 400
+
+
+class InputError(HopsearchError):
+    """Bad input. ``source`` is the file or field, ``position`` the line, row or byte offset."""
+
+    error_type = "parse_exception"
+    status = 400
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        position: int | str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        where = ""
+        if source is not None:
+            where = f"{source}"
+            if position is not None:
+                where += f":{position}"
+            where += ": "
+        super().__init__(where + message, details=details)
+        self.source = source
+        self.position = position
+        self.reason = message
+
+
+class StoreError(HopsearchError):
+    error_type = "store_exception"
+    status = 502
+
+
+class StoreUnavailable(StoreError):
+    error_type = "connect_exception"
+    status = 503
+
+
+class IndexMissing(StoreError):
+    error_type = "index_not_found_exception"
+    status = 404
+
+
+class EmbedderMismatch(StoreError):
+    error_type = "illegal_argument_exception"
+    status = 400
+
+
+class NodeError(HopsearchError):
+    error_type = "node_exception"
+
+
+class EmbedderError(HopsearchError):
+    error_type = "embedder_exception"
+    status = 502
+
+
+class LLMError(HopsearchError):
+    error_type = "llm_exception"
+    status = 502
+
+
+class LLMUnavailable(LLMError):
+    error_type = "llm_unavailable_exception"
+    status = 503
+
+
+class LLMTimeout(LLMError):
+    error_type = "llm_timeout_exception"
+    status = 504
+
+
+class LLMOutputError(LLMError):
+    error_type = "llm_output_exception"
+    status = 502
+
+
+class StrategyError(HopsearchError):
+    error_type = "strategy_exception"
+    status = 500

@@ -1,0 +1,129 @@
+"""The one settings object. It is the only reader of the environment.
+
+Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment variables, the TOML
+file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
+comma-separated string in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+UrlList = Annotated[list[str], NoDecode]
+
+
+def _default_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
+
+
+def _default_state() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME", str(Path.home() / ".local" / "state"))) / "hopsearch"
+
+
+class Settings(BaseSettings):
+    """hopsearch configuration (environment prefix ``HOPSEARCH_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HOPSEARCH_", extra="ignore", frozen=True)
+
+    # --- Elasticsearch -------------------------------------------------------------------------
+    es_url: UrlList = Field(
+        default_factory=lambda: ["http://127.0.0.1:9200"],
+        description="Elasticsearch URL(s), comma-separated.",
+    )
+    es_api_key: SecretStr | None = Field(None, description="Elasticsearch API key (base64 id:key).")
+    es_username: str | None = Field(None, description="Elasticsearch basic-auth user.")
+    es_password: SecretStr | None = Field(None, description="Elasticsearch basic-auth password.")
+    es_ca_file: Path | None = Field(None, description="CA certificate file for HTTPS clusters.")
+    es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
+    es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
+    index_prefix: str = Field("hopsearch", description="Prefix of the passages, outlines and traces indices.")
+    analyzer: str | None = Field(
+        None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."
+    )
+
+    # --- embeddings ----------------------------------------------------------------------------
+    embedder: Literal["minilm", "openai", "none"] = Field(
+        "minilm", description="`minilm` (local CPU all-MiniLM-L6-v2), `openai` (/v1/embeddings) or `none`."
+    )
+    embed_base_url: str | None = Field(None, description="Base URL of an OpenAI-compatible embeddings server.")
+    embed_model: str | None = Field(None, description="Embedding model name for the `openai` embedder.")
+    embed_api_key: SecretStr | None = Field(None, description="API key for the embeddings server.")
+    embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts per embedding batch.")
+    embed_dims: int | None = Field(None, description="Dimensions of the `openai` embedder (probed if unset).")
+
+    # --- LLM -----------------------------------------------------------------------------------
+    llm_base_url: UrlList = Field(
+        default_factory=lambda: ["http://127.0.0.1:8080/v1"],
+        description="OpenAI-compatible LLM base URL(s), comma-separated; calls are spread over them.",
+    )
+    llm_model: str = Field("gemma3-270m", description="Model name sent to the LLM server.")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
+    llm_engine: Literal["auto", "vllm", "llamacpp", "openai"] = Field(
+        "auto", description="Server kind; `auto` detects vLLM by its `stop_reason` field."
+    )
+    llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
+    llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
+    llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
+
+    # --- local services ------------------------------------------------------------------------
+    es_version: str = Field("8.19.21", description="Version of the local Elasticsearch node (`es up`).")
+    es_home: Path | None = Field(None, description="An unpacked Elasticsearch distribution to run instead.")
+    es_port: int = Field(9200, description="HTTP port of the local Elasticsearch node.")
+    es_heap: str = Field("512m", description="Heap of the local Elasticsearch node.")
+    java_home: Path | None = Field(None, description="JDK for the local node (default: found under /usr/lib/jvm).")
+    llm_port: int = Field(8080, description="Port of the local llama.cpp server (`llm up`).")
+    cache_dir: Path = Field(default_factory=_default_cache, description="Downloads (ES zips).")
+    state_dir: Path = Field(default_factory=_default_state, description="Local node data, logs, pid files.")
+
+    @field_validator("es_url", "llm_base_url", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            return [str(part).strip().rstrip("/") for part in value]
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("HOPSEARCH_CONFIG")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+        return tuple(sources)
+
+    # --- derived names -------------------------------------------------------------------------
+    @property
+    def passages_alias(self) -> str:
+        return f"{self.index_prefix}-passages"
+
+    @property
+    def outlines_index(self) -> str:
+        return f"{self.index_prefix}-outlines"
+
+    @property
+    def traces_index(self) -> str:
+        return f"{self.index_prefix}-traces"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings (environment, optional TOML file) with explicit overrides on top."""
+    return Settings(**overrides)

@@ -1,0 +1,62 @@
+"""Plain data shared across the core: frozen dataclasses and the small protocols at the seams."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+RetrievalMode = Literal["bm25", "dense", "hybrid"]
+#: How dense scores were actually computed: top-level kNN (8.x), exact script_score (full 7.17),
+#: client-side cosine over the BM25 candidates (servers without vectors), or not at all.
+DenseMethod = Literal["knn", "script_score", "rerank", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One retrieved passage."""
+
+    id: str
+    score: float
+    title: str
+    text: str
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalQuery:
+    """One query of a batch. ``filters`` are Elasticsearch filter clauses (term/range dicts)."""
+
+    text: str
+    k: int = 10
+    mode: RetrievalMode = "bm25"
+    filters: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The hits of one query and the mode actually used to produce them."""
+
+    query: RetrievalQuery
+    hits: tuple[Hit, ...]
+    mode: RetrievalMode
+    dense_method: DenseMethod
+    took_ms: float
+
+
+class Retriever(Protocol):
+    """Anything that answers a batch of queries in one round trip (the store implements it)."""
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]: ...
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors, in batches."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
