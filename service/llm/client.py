@@ -1,0 +1,266 @@
+"""An async OpenAI-compatible client: completions and chat over several base URLs.
+
+Bounded concurrency (one semaphore per client), per-request timeouts, an overall deadline, retries
+with exponential back-off and full jitter on connect errors, timeouts, 429 and 5xx. Every HTTP
+request is recorded as an :class:`Attempt`; failures carry them in ``error.details["attempts"]``.
+The transport is injectable (``httpx.MockTransport``, ``httpx.ASGITransport``) instead of patching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
+from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
+from hopsearch.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Message = Mapping[str, str]
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _Pool:
+    """Chooses a base URL per request: least in-flight requests (ties round-robin) or round-robin."""
+
+    def __init__(self, urls: Sequence[str], balance: str) -> None:
+        if not urls:
+            raise LLMError("no LLM base URL configured")
+        self.urls = [url.rstrip("/") for url in urls]
+        self.balance = balance
+        self.in_flight = dict.fromkeys(self.urls, 0)
+        self._turn = itertools.count()
+
+    def pick(self, avoid: str | None = None) -> str:
+        start = next(self._turn) % len(self.urls)
+        order = self.urls[start:] + self.urls[:start]
+        if avoid is not None and len(order) > 1:
+            order = [url for url in order if url != avoid] + [avoid]
+        if self.balance == "round-robin":
+            return order[0]
+        return min(order, key=lambda url: self.in_flight[url])
+
+
+def backoff_delay(retry: int, base: float, cap: float, rng: random.Random) -> float:
+    """Full-jitter exponential back-off: uniform in [0, min(cap, base * 2**retry)]."""
+    return rng.uniform(0.0, min(cap, base * (2**retry)))
+
+
+class LLMClient:
+    """One client per process; use as ``async with LLMClient(settings) as llm``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.model = settings.llm_model
+        self._pool = _Pool(settings.llm_base_url, settings.llm_balance)
+        self._semaphore = asyncio.Semaphore(settings.llm_max_concurrency)
+        self._rng = rng or random.Random()
+        headers = {}
+        if settings.llm_api_key is not None:
+            headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
+        self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
+        self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def base_urls(self) -> list[str]:
+        return list(self._pool.urls)
+
+    def deadline_in(self, seconds: float | None = None) -> float:
+        """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
+        return time.monotonic() + (self.settings.llm_deadline if seconds is None else seconds)
+
+    async def engine(self) -> Engine:
+        """The server kind: from settings, else probed once (vLLM names itself in ``owned_by``)."""
+        if self._engine is None:
+            try:
+                body, _ = await self.request("GET", "/models", None, deadline=self.deadline_in(30.0))
+                owners = {str(item.get("owned_by", "")) for item in body.get("data", [])}
+                self._engine = "vllm" if "vllm" in owners else "llamacpp"
+            except LLMError:
+                log.warning("could not probe the LLM server kind; assuming no vLLM extensions")
+                return "llamacpp"
+        return self._engine
+
+    # --- the two endpoints ---------------------------------------------------------------------
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        stop: Sequence[str] = (),
+        max_tokens: int = 128,
+        temperature: float = 0.0,
+        deadline: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """``POST /completions``. ``stop`` is reported by ``stop_reason`` where the server sends it."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        if stop:
+            body["stop"] = list(stop)
+        body.update(extra or {})
+        return await self._generate("/completions", body, stop, deadline)
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] = (),
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        continue_final_message: bool = False,
+        deadline: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """``POST /chat/completions``. ``continue_final_message`` (vLLM) continues the last
+        assistant turn inside the model's own chat template instead of opening a new turn."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(message) for message in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if continue_final_message:
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
+        body.update(extra or {})
+        return await self._generate("/chat/completions", body, stop, deadline)
+
+    async def _generate(
+        self, path: str, body: dict[str, Any], stop: Sequence[str], deadline: float | None
+    ) -> Completion:
+        started = time.monotonic()
+        data, attempts = await self.request("POST", path, body, deadline=deadline)
+        try:
+            choice = data["choices"][0]
+            text = choice["text"] if "text" in choice else choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMError("malformed LLM response", details={"attempts": attempts}) from exc
+        finish = choice.get("finish_reason")
+        found: str | None = None
+        method: StopMethod = "finish_reason"
+        if "stop_reason" in choice and finish == "stop":
+            reason = choice.get("stop_reason")
+            found = reason if isinstance(reason, str) else None  # int: a stop token id (EOS)
+            method = "stop_reason"
+        usage = data.get("usage") or {}
+        return Completion(
+            text=str(text),
+            finish_reason=finish,
+            stop=found,
+            stop_method=method,
+            usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+            attempts=tuple(attempts),
+            latency_ms=round((time.monotonic() - started) * 1000, 3),
+            model=str(data.get("model") or self.model),
+        )
+
+    # --- transport with retries ----------------------------------------------------------------
+    async def request(
+        self, method: str, path: str, body: Mapping[str, Any] | None, *, deadline: float | None
+    ) -> tuple[dict[str, Any], list[Attempt]]:
+        """Send with retries; return the JSON body and every attempt made."""
+        deadline = self.deadline_in() if deadline is None else deadline
+        attempts: list[Attempt] = []
+        last_url: str | None = None
+        timed_out = False
+        for retry in range(self.settings.llm_retries + 1):
+            if retry:
+                pause = backoff_delay(
+                    retry - 1, self.settings.llm_backoff_base, self.settings.llm_backoff_max, self._rng
+                )
+                if time.monotonic() + pause >= deadline:
+                    break
+                await asyncio.sleep(pause)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            url = self._pool.pick(avoid=last_url)
+            last_url = url
+            timeout = min(self.settings.llm_timeout, remaining)
+            attempt, data, retryable = await self._attempt(method, url, path, body, timeout)
+            attempts.append(attempt)
+            if data is not None:
+                return data, attempts
+            timed_out = attempt.status is None and "timeout" in (attempt.error or "").lower()
+            if not retryable:
+                raise LLMError(f"LLM request failed: {attempt.error}", details=_details(attempts))
+            log.info("LLM attempt %d failed (%s); retrying", retry + 1, attempt.error)
+        details = _details(attempts)
+        if timed_out or time.monotonic() >= deadline:
+            raise LLMTimeout(
+                f"LLM call did not finish in time after {len(attempts)} attempt(s)", details=details
+            )
+        last = attempts[-1].error if attempts else "no attempt made"
+        raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
+
+    async def _attempt(
+        self, method: str, base: str, path: str, body: Mapping[str, Any] | None, seconds: float
+    ) -> tuple[Attempt, dict[str, Any] | None, bool]:
+        """One request; returns (attempt, JSON body or None, retryable)."""
+        url = base + path
+        async with self._semaphore:
+            self._pool.in_flight[base] += 1
+            started = time.monotonic()
+            try:
+                response = await self._http.request(method, url, json=body, timeout=seconds)
+            except httpx.TimeoutException as exc:
+                return _fail(url, None, started, f"timeout: {type(exc).__name__}"), None, True
+            except (httpx.TransportError, OSError) as exc:
+                return _fail(url, None, started, f"connect error: {type(exc).__name__}: {exc}"), None, True
+            finally:
+                self._pool.in_flight[base] -= 1
+        if response.status_code >= 400:
+            excerpt = response.text[:300]
+            retryable = response.status_code in _RETRY_STATUS or response.status_code >= 500
+            return (
+                _fail(url, response.status_code, started, f"HTTP {response.status_code}: {excerpt}"),
+                None,
+                retryable,
+            )
+        try:
+            data = response.json()
+        except ValueError:
+            return _fail(url, response.status_code, started, "response is not JSON"), None, True
+        if not isinstance(data, dict):
+            return _fail(url, response.status_code, started, "response is not a JSON object"), None, False
+        latency = round((time.monotonic() - started) * 1000, 3)
+        return Attempt(url=url, status=response.status_code, latency_ms=latency), data, False
+
+
+def _fail(url: str, status: int | None, started: float, error: str) -> Attempt:
+    return Attempt(
+        url=url, status=status, latency_ms=round((time.monotonic() - started) * 1000, 3), error=error
+    )
+
+
+def _details(attempts: Sequence[Attempt]) -> dict[str, Any]:
+    return {"attempts": [attempt.to_dict() for attempt in attempts]}

@@ -1,0 +1,176 @@
+"""The strategy protocol, shared options and budgets, and the run harness every strategy uses.
+
+:func:`run_recorded` gives a strategy body a :class:`RunContext` (LLM client, retriever, trace
+recorder, budgets, deadline), and always finishes the trace — with the error when the body fails —
+and writes it to the sink. Failures come back as :attr:`Answer.error` (see
+:meth:`Answer.raise_for_error`), so a trace exists for every question asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
+from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever
+
+log = logging.getLogger(__name__)
+
+RetrieveMode = Literal["model", "always", "never"]
+_GRACE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Limits shared by all strategies. ``deadline_s`` None means ``settings.llm_deadline``."""
+
+    max_steps: int = 10
+    max_retrievals: int = 10
+    max_llm_calls: int = 40
+    deadline_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AskOptions:
+    """Per-question options. ``max_depth``: 6 for HotpotQA-style questions, 10 otherwise."""
+
+    mode: RetrieveMode = "model"
+    max_depth: int = 10
+    k: int = 3
+    retrieval_mode: RetrievalMode = "bm25"
+    max_tokens: int = 100
+    budget: Budget = field(default_factory=Budget)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def depth_for(dataset: str) -> int:
+    """DeepRAG's depth limit: 6 for HotpotQA-style questions, 10 otherwise."""
+    return 6 if "hotpot" in dataset.lower() else 10
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str | None
+    citations: tuple[Citation, ...]
+    trace: Trace
+    error: HopsearchError | None = field(default=None, compare=False)
+
+    def raise_for_error(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class Strategy(Protocol):
+    name: str
+
+    async def answer(self, question: str, options: AskOptions) -> Answer: ...
+
+
+class RunContext:
+    """What a strategy body works with: clients, the recorder, budgets and the deadline."""
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        retriever: Retriever,
+        recorder: TraceRecorder,
+        options: AskOptions,
+        deadline: float,
+    ) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.recorder = recorder
+        self.options = options
+        self.deadline = deadline
+
+    def check_llm_budget(self, calls: int = 1) -> None:
+        used = self.recorder.count("llm_calls")
+        if used + calls > self.options.budget.max_llm_calls:
+            raise StrategyError(f"LLM call budget exhausted ({used} of {self.options.budget.max_llm_calls})")
+        if time.monotonic() >= self.deadline:
+            raise LLMTimeout("the question's deadline passed")
+
+    def may_retrieve(self) -> bool:
+        return self.recorder.count("retrievals") < self.options.budget.max_retrievals
+
+    async def retrieve(self, query: str, *, depth: int = 0, k: int | None = None) -> tuple[Hit, ...]:
+        """One retrieval (one ``_msearch`` round trip), recorded as a step."""
+        started = time.monotonic()
+        request = RetrievalQuery(query, k=k or self.options.k, mode=self.options.retrieval_mode)
+        results = await self.retriever.search_many([request])
+        hits = results[0].hits if results else ()
+        self.recorder.add(
+            Step(
+                kind="retrieve",
+                depth=depth,
+                queries=(query,),
+                hit_ids=tuple(hit.id for hit in hits),
+                output=f"{results[0].mode} ({results[0].dense_method})" if results else "",
+                latency_ms=round((time.monotonic() - started) * 1000, 3),
+                retrievals=1,
+            )
+        )
+        return hits
+
+
+def citations_of(hits: Sequence[Hit]) -> tuple[Citation, ...]:
+    """Citations for the hits, first occurrence of each id kept."""
+    seen: dict[str, Citation] = {}
+    for hit in hits:
+        seen.setdefault(hit.id, Citation(id=hit.id, title=hit.title, score=hit.score))
+    return tuple(seen.values())
+
+
+Body = Callable[[RunContext], Awaitable[tuple[str, Sequence[Citation]]]]
+
+
+async def run_recorded(
+    name: str,
+    question: str,
+    options: AskOptions,
+    *,
+    llm: LLMClient,
+    retriever: Retriever,
+    sink: TraceSink | None,
+    body: Body,
+) -> Answer:
+    """Run ``body`` under the budget's deadline; finish and write the trace whatever happens."""
+    recorder = TraceRecorder(question, name, llm.model, options.to_dict())
+    seconds = options.budget.deadline_s or llm.settings.llm_deadline
+    deadline = time.monotonic() + seconds
+    context = RunContext(llm, retriever, recorder, options, deadline)
+    error: HopsearchError | None = None
+    text: str | None = None
+    citations: Sequence[Citation] = ()
+    try:
+        async with asyncio.timeout(seconds + _GRACE_S):
+            text, citations = await body(context)
+    except TimeoutError as exc:
+        error = LLMTimeout(f"no answer within the deadline of {seconds:g} s")
+        error.__cause__ = exc
+    except HopsearchError as exc:
+        error = exc
+    except Exception as exc:
+        trace = recorder.finish(None, (), exc)
+        await _write(sink, trace)
+        raise
+    trace = recorder.finish(text, citations, error)
+    await _write(sink, trace)
+    return Answer(text=text, citations=tuple(citations), trace=trace, error=error)
+
+
+async def _write(sink: TraceSink | None, trace: Trace) -> None:
+    if sink is None:
+        return
+    try:
+        await sink.write(trace.trace_id, trace.to_document())
+    except (HopsearchError, OSError) as exc:
+        log.warning("could not write trace %s: %s", trace.trace_id, exc)

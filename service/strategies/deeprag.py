@@ -1,0 +1,178 @@
+"""DeepRAG — Guan et al., "DeepRAG: Thinking to Retrieve Step by Step for Large Language Models"
+(arXiv:2502.01142, 2025).
+
+Format::
+
+    Question: …
+    Follow up: <sub-query>
+    Let's search the question in Wikipedia.
+    Context: [1] Title: … Text: … [2] Title: … Text: …
+    Intermediate answer: …
+    So the final answer is: …
+
+Stopping rule: each step generates the next follow-up; the stop string that ended the generation
+decides. ``\\nLet's search`` → retrieve the sub-query (3 passages, the query cut to its last 64
+tokens), add the Context line, generate the intermediate answer; ``\\nIntermediate answer:`` →
+answer the sub-query from the model alone; ``\\nSo the final answer is:`` → generate the final
+answer and stop. No marker (end of sequence, token limit) or the depth limit (6 for HotpotQA-style
+questions, 10 otherwise; every step counts) forces the final answer. The markers are anchored on a
+line start: the official code's bare ``Let`` stop also fires inside words such as "Lethal".
+Modes: ``model`` (the model decides), ``always`` (CoT-Retrieve), ``never`` (CoT).
+
+The transcript never ends with a newline, so every marker the model writes is preceded by one. With
+vLLM the transcript is the assistant turn of a chat (the question is the user turn) continued with
+``continue_final_message``, so a DeepRAG checkpoint sees its own chat template; other servers get
+plain completions of the transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hopsearch.service.llm import Completion, LLMClient, complete_until, continue_until
+from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.traces import Citation, Decision, Step, TraceSink
+from hopsearch.service.types import Hit, Retriever
+
+RETRIEVE = "\nLet's search"
+INTERMEDIATE = "\nIntermediate answer:"
+FINAL = "\nSo the final answer is:"
+STOPS: tuple[str, ...] = (RETRIEVE, INTERMEDIATE, FINAL)
+SEARCH_LINE = "Let's search the question in Wikipedia."
+FOLLOW_UP = "Follow up:"
+PASSAGES = 3
+QUERY_TOKENS = 64
+
+
+def cut_query(query: str, tokens: int = QUERY_TOKENS) -> str:
+    """The last ``tokens`` whitespace tokens of the query."""
+    return " ".join(query.split()[-tokens:])
+
+
+def sub_query(generated: str, question: str) -> str:
+    """The sub-query of the last ``Follow up:`` line; the question where the model wrote none."""
+    for line in reversed(generated.splitlines()):
+        if line.strip().startswith(FOLLOW_UP):
+            found = line.strip()[len(FOLLOW_UP) :].strip()
+            if found:
+                return found
+    return question
+
+
+def context_line(hits: Sequence[Hit]) -> str:
+    """``Context: [1] Title: … Text: … [2] …`` on one line."""
+    parts = [
+        f"[{number}] Title: {' '.join(hit.title.split())} Text: {' '.join(hit.text.split())}"
+        for number, hit in enumerate(hits, start=1)
+    ]
+    return "Context: " + " ".join(parts)
+
+
+def decide(completion: Completion, options: AskOptions, may_retrieve: bool) -> tuple[Decision, str]:
+    """The decision of a generation step and how it was made."""
+    how = completion.stop_method
+    if completion.stop == FINAL:
+        return "final", how
+    if completion.stop == RETRIEVE:
+        if options.mode == "never":
+            return "parametric", "mode=never"
+        return ("retrieve", how) if may_retrieve else ("parametric", "retrieval-budget")
+    if completion.stop == INTERMEDIATE:
+        if options.mode == "always" and may_retrieve:
+            return "retrieve", "mode=always"
+        return "parametric", how
+    return "final", f"no-marker (finish_reason={completion.finish_reason})"
+
+
+class DeepRAG:
+    """The DeepRAG strategy over any :class:`Retriever` and an OpenAI-compatible server."""
+
+    name = "deeprag"
+
+    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
+
+    async def answer(self, question: str, options: AskOptions) -> Answer:
+        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            return await self._run(context, question)
+
+        return await run_recorded(
+            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+        )
+
+    async def _generate(
+        self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool
+    ) -> Completion:
+        context.check_llm_budget(1 if len(stops) <= 1 else 2)
+        tokens = context.options.max_tokens
+        if chat:
+            messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
+            return await continue_until(
+                self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline
+            )
+        return await complete_until(self.llm, transcript, stops, max_tokens=tokens, deadline=context.deadline)
+
+    async def _answer_line(
+        self,
+        context: RunContext,
+        question: str,
+        transcript: str,
+        chat: bool,
+        depth: int,
+        decided_by: str | None = None,
+    ) -> tuple[str, str]:
+        """Generate one answer line after a marker; returns (transcript, answer). ``decided_by``
+        marks a final answer forced without the model's marker (the depth limit)."""
+        done = await self._generate(context, question, transcript, ("\n",), chat)
+        line = done.text.split("\n", 1)[0].rstrip()
+        forced = decided_by is not None
+        step = Step.from_completion(
+            "answer",
+            done,
+            depth=depth,
+            prompt_chars=len(transcript),
+            decision="final" if forced else None,
+            decided_by=decided_by,
+        )
+        context.recorder.add(step)
+        return transcript + line, line.strip()
+
+    async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        options = context.options
+        chat = await self.llm.engine() == "vllm"
+        transcript = f"Question: {' '.join(question.split())}"
+        max_depth = min(options.max_depth, options.budget.max_steps)
+        cited: list[Hit] = []
+        forced: str | None = None
+        for depth in range(1, max_depth + 1):
+            generated = await self._generate(context, question, transcript, STOPS, chat)
+            decision, how = decide(generated, options, context.may_retrieve())
+            text = generated.text.rstrip("\n")
+            query = sub_query(text, question)
+            context.recorder.add(
+                Step.from_completion(
+                    "generate",
+                    generated,
+                    depth=depth,
+                    prompt_chars=len(transcript),
+                    decision=decision,
+                    decided_by=how,
+                    queries=(query,) if decision != "final" else (),
+                )
+            )
+            transcript += text
+            if decision == "final":
+                break
+            if decision == "retrieve":
+                hits = await context.retrieve(cut_query(query), depth=depth, k=PASSAGES)
+                cited.extend(hits)
+                transcript += f"\n{SEARCH_LINE}\n{context_line(hits)}"
+            transcript, _ = await self._answer_line(context, question, transcript + INTERMEDIATE, chat, depth)
+        else:
+            forced = "depth-limit"
+        transcript, final = await self._answer_line(
+            context, question, transcript + FINAL, chat, max_depth, decided_by=forced
+        )
+        return final, citations_of(cited)

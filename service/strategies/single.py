@@ -1,0 +1,56 @@
+"""Single retrieval — the standard retrieve-then-read baseline (Lewis et al., "Retrieval-Augmented
+Generation for Knowledge-Intensive NLP Tasks", NeurIPS 2020; the "single-step" baseline of DeepRAG).
+
+Stopping rule: none to decide — one retrieval of the top k passages for the question, one answer
+generation that stops at the end of the answer line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hopsearch.service.llm import LLMClient, complete_until
+from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.deeprag import context_line
+from hopsearch.service.traces import Citation, Step, TraceSink
+from hopsearch.service.types import Retriever
+
+INSTRUCTION = "Answer the question using the context. Reply with a short answer only."
+
+
+def single_prompt(question: str, context: str) -> str:
+    return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
+
+
+class SingleRetrieval:
+    """Retrieve top k for the question, answer once."""
+
+    name = "single"
+
+    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
+
+    async def answer(self, question: str, options: AskOptions) -> Answer:
+        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            return await self._run(context, question)
+
+        return await run_recorded(
+            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+        )
+
+    async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        hits = await context.retrieve(question, depth=1)
+        prompt = single_prompt(question, context_line(hits))
+        context.check_llm_budget()
+        done = await complete_until(
+            self.llm, prompt, ("\n",), max_tokens=context.options.max_tokens, deadline=context.deadline
+        )
+        answer = done.text.split("\n", 1)[0].strip()
+        context.recorder.add(
+            Step.from_completion(
+                "answer", done, depth=1, prompt_chars=len(prompt), decision="final", decided_by="single"
+            )
+        )
+        return answer, citations_of(hits)

@@ -1,0 +1,213 @@
+"""Traces: one document per answered question, written to the traces index even when the run fails.
+
+A :class:`TraceRecorder` collects :class:`Step` records while a strategy runs; :meth:`finish` turns
+them into a :class:`Trace` whose totals are the sums over the steps (retrievals, LLM calls, tokens
+in, tokens out, retries) plus the wall time of the whole run. Writing goes through the small
+:class:`TraceSink` protocol; :class:`ElasticsearchTraceSink` puts documents through the store.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.llm.types import Attempt, Completion
+
+#: ``failed``: the call that raised (its attempts, the error); the run stopped there.
+StepKind = Literal["generate", "retrieve", "answer", "failed"]
+#: ``retrieve``: look it up; ``parametric``: answer from the model alone; ``final``: final answer.
+Decision = Literal["retrieve", "parametric", "final"]
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    id: str
+    title: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One action of a strategy: an LLM generation, a retrieval, or an answer generation."""
+
+    kind: StepKind
+    depth: int = 0
+    prompt_chars: int = 0
+    output: str = ""
+    decision: Decision | None = None
+    decided_by: str | None = None
+    stop: str | None = None
+    finish_reason: str | None = None
+    queries: tuple[str, ...] = ()
+    hit_ids: tuple[str, ...] = ()
+    latency_ms: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    llm_calls: int = 0
+    retrievals: int = 0
+    attempts: tuple[Attempt, ...] = ()
+    error: str | None = None
+
+    @property
+    def retries(self) -> int:
+        return sum(1 for attempt in self.attempts if not attempt.ok)
+
+    @classmethod
+    def from_completion(cls, kind: StepKind, completion: Completion, **fields: Any) -> Step:
+        return cls(
+            kind=kind,
+            output=completion.text,
+            stop=completion.stop,
+            finish_reason=completion.finish_reason,
+            latency_ms=completion.latency_ms,
+            tokens_in=completion.usage.prompt_tokens,
+            tokens_out=completion.usage.completion_tokens,
+            llm_calls=completion.calls,
+            attempts=completion.attempts,
+            **fields,
+        )
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        body = asdict(self)
+        body["index"] = index
+        body["queries"] = list(self.queries)
+        body["hit_ids"] = list(self.hit_ids)
+        body["attempts"] = [attempt.to_dict() for attempt in self.attempts]
+        body["retries"] = self.retries
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    trace_id: str
+    question: str
+    strategy: str
+    model: str
+    started_at: datetime
+    finished_at: datetime
+    wall_ms: float
+    steps: tuple[Step, ...]
+    answer: str | None
+    citations: tuple[Citation, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+    error: Mapping[str, Any] | None = None
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "steps": len(self.steps),
+            "retrievals": sum(step.retrievals for step in self.steps),
+            "llm_calls": sum(step.llm_calls for step in self.steps),
+            "tokens_in": sum(step.tokens_in for step in self.steps),
+            "tokens_out": sum(step.tokens_out for step in self.steps),
+            "retries": sum(step.retries for step in self.steps),
+            "wall_ms": self.wall_ms,
+        }
+
+    def to_document(self) -> dict[str, Any]:
+        """The Elasticsearch document (``es_mappings/traces.json``)."""
+        return {
+            "trace_id": self.trace_id,
+            "question": self.question,
+            "strategy": self.strategy,
+            "model": self.model,
+            "status": "error" if self.error else "ok",
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat(),
+            "options": dict(self.options),
+            "steps": [step.to_dict(index) for index, step in enumerate(self.steps)],
+            "answer": self.answer,
+            "citations": [asdict(citation) for citation in self.citations],
+            "totals": self.totals(),
+            "error": dict(self.error) if self.error else None,
+        }
+
+
+class TraceRecorder:
+    """Collects steps while a strategy runs (mutable by design: it is the run's state)."""
+
+    def __init__(self, question: str, strategy: str, model: str, options: Mapping[str, Any]) -> None:
+        self.trace_id = uuid.uuid4().hex
+        self.question = question
+        self.strategy = strategy
+        self.model = model
+        self.options = dict(options)
+        self.steps: list[Step] = []
+        self.started_at = datetime.now(UTC)
+        self._started = time.monotonic()
+
+    def add(self, step: Step) -> Step:
+        self.steps.append(step)
+        return step
+
+    def count(self, attribute: Literal["llm_calls", "retrievals"]) -> int:
+        return sum(getattr(step, attribute) for step in self.steps)
+
+    def finish(
+        self,
+        answer: str | None,
+        citations: Sequence[Citation] = (),
+        error: BaseException | None = None,
+    ) -> Trace:
+        failure: dict[str, Any] | None = None
+        if error is not None:
+            failure = {"type": type(error).__name__, "message": str(error)}
+            if isinstance(error, HopsearchError):
+                failure["error_type"] = error.error_type
+                failed = [Attempt(**a) for a in error.details.get("attempts", [])]
+                if failed:
+                    self.add(Step(kind="failed", llm_calls=1, attempts=tuple(failed), error=str(error)))
+        return Trace(
+            trace_id=self.trace_id,
+            question=self.question,
+            strategy=self.strategy,
+            model=self.model,
+            started_at=self.started_at,
+            finished_at=datetime.now(UTC),
+            wall_ms=round((time.monotonic() - self._started) * 1000, 3),
+            steps=tuple(self.steps),
+            answer=answer,
+            citations=tuple(citations),
+            options=self.options,
+            error=failure,
+        )
+
+
+class TraceSink(Protocol):
+    """Where trace documents go."""
+
+    async def write(self, trace_id: str, doc: Mapping[str, Any]) -> None: ...
+
+
+class DocumentStore(Protocol):
+    """The part of the store the Elasticsearch sink needs."""
+
+    async def put_document(
+        self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False
+    ) -> None: ...
+
+
+class ElasticsearchTraceSink:
+    """Writes traces to ``<prefix>-traces`` through the store (one document per question)."""
+
+    def __init__(self, store: DocumentStore, index: str, *, refresh: bool = False) -> None:
+        self.store = store
+        self.index = index
+        self.refresh = refresh
+
+    async def write(self, trace_id: str, doc: Mapping[str, Any]) -> None:
+        await self.store.put_document(self.index, trace_id, doc, refresh=self.refresh)
+
+
+class MemoryTraceSink:
+    """Keeps trace documents in a dict (the CLI without a store, tests)."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Mapping[str, Any]] = {}
+
+    async def write(self, trace_id: str, doc: Mapping[str, Any]) -> None:
+        self.documents[trace_id] = doc

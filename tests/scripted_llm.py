@@ -1,0 +1,203 @@
+"""A scripted OpenAI-compatible server on loopback that behaves like vLLM (or like llama.cpp).
+
+A real HTTP server (aiohttp) in its own thread and event loop, so both async tests and the CLI
+(``asyncio.run`` under click's runner) can call it. A *script* — ``ScriptRequest -> str`` — decides
+what the "model" generates; the server then applies what a real server does: stop strings (cut at
+the earliest, report ``stop_reason`` = that string unless ``report_stop_reason`` is off),
+``max_tokens`` (whitespace tokens; ``finish_reason`` ``length``), usage (whitespace token counts).
+Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
+``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class ScriptRequest:
+    endpoint: str  # "completions" or "chat"
+    prompt: str  # the completion prompt; for chat the final message's content
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+Script = Callable[[ScriptRequest], str]
+
+
+def tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+def apply_limits(generated: str, stops: list[str], max_tokens: int) -> tuple[str, str, str | None]:
+    """(text, finish_reason, stop_reason) as a server produces them for ``generated``."""
+    limit = len(generated)
+    matches = list(_TOKEN.finditer(generated))
+    if len(matches) > max_tokens:
+        limit = matches[max_tokens - 1].end() if max_tokens > 0 else 0
+    window = generated[:limit]
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        position = window.find(stop)
+        if position >= 0 and (best is None or position < best[0]):
+            best = (position, stop)
+    if best is not None:
+        return window[: best[0]], "stop", best[1]
+    if limit < len(generated):
+        return window, "length", None
+    return window, "stop", None
+
+
+class ScriptedLLM:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        report_stop_reason: bool = True,
+        fail_first: int = 0,
+        fail_status: int = 500,
+        delay_first: int = 0,
+        delay_s: float = 0.0,
+        hang: bool = False,
+        model: str = "scripted",
+    ) -> None:
+        self.script = script
+        self.report_stop_reason = report_stop_reason
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.delay_first = delay_first
+        self.delay_s = delay_s
+        self.hang = hang
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.generation_requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def prompts(self) -> list[str]:
+        """The prompt (or final message) of every generation request, in order."""
+        return [r["_prompt"] for r in self.requests if "_prompt" in r]
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> ScriptedLLM:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("scripted LLM server did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _serve(self, ready: threading.Event) -> None:
+        asyncio.run(self._main(ready))
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        app = web.Application()
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        ready.set()
+        await self._stopping.wait()
+        await self._runner.cleanup()
+
+    # --- handlers ------------------------------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        owner = "vllm" if self.report_stop_reason else "llamacpp"
+        return web.json_response({"object": "list", "data": [{"id": self.model, "owned_by": owner}]})
+
+    async def _fault(self) -> web.Response | None:
+        self.generation_requests += 1
+        number = self.generation_requests
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.hang:
+                await asyncio.sleep(3600)
+            if number <= self.delay_first:
+                await asyncio.sleep(self.delay_s)
+        finally:
+            self.in_flight -= 1
+        if number <= self.fail_first:
+            return web.json_response({"error": {"message": "scripted failure"}}, status=self.fail_status)
+        return None
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        fault = await self._fault()
+        if fault is not None:
+            return fault
+        prompt = str(body["prompt"])
+        self.requests.append({**body, "_prompt": prompt, "_at": time.monotonic()})
+        text, finish, reason = self._generate(ScriptRequest("completions", prompt, body), body)
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+        return self._reply("text_completion", choice, reason, prompt, text)
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        fault = await self._fault()
+        if fault is not None:
+            return fault
+        messages = body["messages"]
+        prompt = str(messages[-1]["content"])
+        self.requests.append({**body, "_prompt": prompt, "_at": time.monotonic()})
+        text, finish, reason = self._generate(ScriptRequest("chat", prompt, body), body)
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        rendered = " ".join(str(m["content"]) for m in messages)
+        return self._reply("chat.completion", choice, reason, rendered, text)
+
+    def _generate(self, script_request: ScriptRequest, body: dict[str, Any]) -> tuple[str, str, str | None]:
+        stops = body.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        generated = self.script(script_request)
+        return apply_limits(generated, list(stops), int(body.get("max_tokens") or 16))
+
+    def _reply(
+        self, kind: str, choice: dict[str, Any], reason: str | None, prompt: str, text: str
+    ) -> web.Response:
+        if self.report_stop_reason:
+            choice["stop_reason"] = reason
+        usage = {"prompt_tokens": tokens(prompt), "completion_tokens": tokens(text)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        payload = {"id": "scripted", "object": kind, "model": self.model, "choices": [choice], "usage": usage}
+        return web.json_response(payload)
