@@ -203,10 +203,9 @@ class LLMClient:
             if remaining <= 0:
                 timed_out = True
                 break
-            url = self._pool.pick(avoid=last_url)
-            last_url = url
             timeout = min(self.settings.llm_timeout, remaining)
-            attempt, data, retryable = await self._attempt(method, url, path, body, timeout)
+            attempt, data, retryable = await self._attempt(method, path, body, timeout, avoid=last_url)
+            last_url = attempt.url.removesuffix(path)
             attempts.append(attempt)
             if data is not None:
                 return data, attempts
@@ -223,11 +222,13 @@ class LLMClient:
         raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
 
     async def _attempt(
-        self, method: str, base: str, path: str, body: Mapping[str, Any] | None, seconds: float
+        self, method: str, path: str, body: Mapping[str, Any] | None, seconds: float, *, avoid: str | None
     ) -> tuple[Attempt, dict[str, Any] | None, bool]:
-        """One request; returns (attempt, JSON body or None, retryable)."""
-        url = base + path
+        """One request; returns (attempt, JSON body or None, retryable). The base URL is picked
+        once a concurrency slot is free, so least-busy sees the requests really in flight."""
         async with self._semaphore:
+            base = self._pool.pick(avoid=avoid)
+            url = base + path
             self._pool.in_flight[base] += 1
             started = time.monotonic()
             try:
