@@ -1,11 +1,21 @@
-"""The ``hopsearch`` command group."""
+"""The ``hopsearch`` command group. Subcommands live in their own modules and are registered here."""
 
 from __future__ import annotations
 
+import logging
+
 import click
+from hopsearch.cli.es import es
 
 
 @click.group()
 @click.version_option(package_name="hopsearch")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def main(verbose: bool) -> None:
     """hopsearch: multi-hop question answering over Elasticsearch."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+main.add_command(es)

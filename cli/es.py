@@ -1,0 +1,83 @@
+"""``hopsearch es up|down|status``: the local Elasticsearch node."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from hopsearch.cli import esnode
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import Settings, load_settings
+
+
+def node_spec(settings: Settings) -> esnode.NodeSpec:
+    return esnode.NodeSpec(
+        version=settings.es_version,
+        port=settings.es_port,
+        node_dir=settings.state_dir / f"es-{settings.es_version}",
+        cache_dir=settings.cache_dir,
+        heap=settings.es_heap,
+        es_home=settings.es_home,
+        java_home=settings.java_home,
+    )
+
+
+@click.group()
+def es() -> None:
+    """Run a local single-node Elasticsearch (loopback, unprivileged uid)."""
+
+
+@es.command()
+@click.option(
+    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
+)
+@click.option("--port", type=int, default=None, help="HTTP port (default: settings.es_port).")
+def up(version: str | None, port: int | None) -> None:
+    """Download (once), unpack and start the node; wait until it answers."""
+    overrides: dict[str, object] = {}
+    if version:
+        overrides["es_version"] = version
+    if port:
+        overrides["es_port"] = port
+    spec = node_spec(load_settings(**overrides))
+    click.echo(f"starting Elasticsearch {spec.version} on {spec.url} (data in {spec.node_dir}) ...")
+    try:
+        info = esnode.start(spec)
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"Elasticsearch {info['version']} is up at {spec.url} (status {info['status']})")
+
+
+@es.command()
+@click.option(
+    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
+)
+def down(version: str | None) -> None:
+    """Stop the node started by ``es up``."""
+    spec = node_spec(load_settings(**({"es_version": version} if version else {})))
+    stopped = esnode.stop(spec)
+    click.echo(
+        f"stopped Elasticsearch {spec.version}"
+        if stopped
+        else f"Elasticsearch {spec.version} was not running"
+    )
+
+
+@es.command()
+@click.option(
+    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(version: str | None, as_json: bool) -> None:
+    """Say whether the local node answers; exit 1 when it does not."""
+    spec = node_spec(load_settings(**({"es_version": version} if version else {})))
+    info = esnode.ping(spec.url)
+    pid = esnode.read_pid(spec)
+    if as_json:
+        click.echo(json.dumps({"running": info is not None, "pid": pid, **(info or {"url": spec.url})}))
+    elif info is None:
+        click.echo(f"Elasticsearch {spec.version}: not running at {spec.url}")
+    else:
+        click.echo(f"Elasticsearch {info['version']}: {info['status']} at {spec.url} (pid {pid})")
+    if info is None:
+        raise SystemExit(1)

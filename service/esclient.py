@@ -1,0 +1,218 @@
+"""Talk to Elasticsearch: read the server version once, pick the client, detect capabilities.
+
+``elasticsearch7`` serves 7.x servers; ``elasticsearch`` 8.19.x serves 8.x and 9.x (9.x servers accept
+its compatibility header). Both are driven with plain-dict ``body=`` requests, so one code path fits both.
+Errors of either library are translated into :mod:`hopsearch.service.errors`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import ssl
+import warnings
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable
+from hopsearch.service.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What the cluster is and what it can do."""
+
+    number: str
+    modules: frozenset[str]
+    flavor: str = "default"
+
+    @property
+    def major(self) -> int:
+        return int(self.number.split(".")[0])
+
+    @property
+    def version(self) -> tuple[int, int]:
+        major, minor = self.number.split(".")[:2]
+        return int(major), int(minor)
+
+    @property
+    def analysis_common(self) -> bool:
+        return "analysis-common" in self.modules
+
+    @property
+    def painless(self) -> bool:
+        return "lang-painless" in self.modules
+
+    @property
+    def dense_vector(self) -> bool:
+        return self.major >= 8 or any("vectors" in m for m in self.modules)
+
+    @property
+    def knn(self) -> bool:
+        return self.version >= (8, 4)
+
+    @property
+    def vector_mode(self) -> str:
+        """How dense retrieval runs here: ``knn``, ``script_score`` or ``rerank`` (client-side)."""
+        if self.knn:
+            return "knn"
+        if self.dense_vector and self.painless:
+            return "script_score"
+        return "rerank"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.number,
+            "flavor": self.flavor,
+            "modules": sorted(self.modules),
+            "capabilities": {
+                "analysis_common": self.analysis_common,
+                "painless": self.painless,
+                "dense_vector": self.dense_vector,
+                "knn": self.knn,
+                "vector_mode": self.vector_mode,
+            },
+        }
+
+
+def _auth_headers(settings: Settings) -> dict[str, str]:
+    if settings.es_api_key is not None:
+        return {"Authorization": f"ApiKey {settings.es_api_key.get_secret_value()}"}
+    if settings.es_username and settings.es_password is not None:
+        token = f"{settings.es_username}:{settings.es_password.get_secret_value()}".encode()
+        return {"Authorization": f"Basic {base64.b64encode(token).decode()}"}
+    return {}
+
+
+def _verify(settings: Settings) -> ssl.SSLContext | bool:
+    if not settings.es_verify_certs:
+        return False
+    if settings.es_ca_file is not None:
+        return ssl.create_default_context(cafile=str(settings.es_ca_file))
+    return True
+
+
+async def probe(settings: Settings) -> ServerInfo:
+    """Version and modules from ``GET _nodes/_local/plugins`` (``GET /`` where that is not allowed)."""
+    last: Exception | None = None
+    async with httpx.AsyncClient(
+        headers=_auth_headers(settings), verify=_verify(settings), timeout=settings.es_request_timeout
+    ) as http:
+        for url in settings.es_url:
+            try:
+                response = await http.get(
+                    f"{url}/_nodes/_local/plugins",
+                    params={"filter_path": "nodes.*.version,nodes.*.modules.name,nodes.*.plugins.name"},
+                )
+                if response.status_code == 200:
+                    nodes = list(response.json().get("nodes", {}).values())
+                    if nodes:
+                        node = nodes[0]
+                        names = {m["name"] for m in node.get("modules", [])}
+                        names |= {p["name"] for p in node.get("plugins", [])}
+                        return ServerInfo(number=str(node["version"]), modules=frozenset(names))
+                if response.status_code in (401, 403):
+                    root = await http.get(f"{url}/")
+                    if root.status_code == 200:
+                        version = root.json()["version"]
+                        return ServerInfo(
+                            number=str(version["number"]),
+                            modules=frozenset(),
+                            flavor=str(version.get("build_flavor", "default")),
+                        )
+                    raise StoreError(
+                        f"Elasticsearch at {url} refused the credentials (HTTP {root.status_code})"
+                    )
+                last = StoreError(f"Elasticsearch at {url} answered HTTP {response.status_code}")
+            except httpx.HTTPError as exc:
+                last = exc
+    raise StoreUnavailable(
+        f"Elasticsearch is not reachable at {', '.join(settings.es_url)}: {last}"
+    ) from last
+
+
+def make_client(settings: Settings, info: ServerInfo) -> Any:
+    """The async client of the library that matches the server's major version."""
+    # Bodies are plain dicts on purpose (one code path for both clients): silence that deprecation.
+    warnings.filterwarnings(
+        "ignore", message="The 'body' parameter is deprecated", category=DeprecationWarning
+    )
+    warnings.filterwarnings("ignore", message="Elasticsearch built-in security features are not enabled")
+    kwargs: dict[str, Any] = {"verify_certs": settings.es_verify_certs}
+    if settings.es_ca_file is not None:
+        kwargs["ca_certs"] = str(settings.es_ca_file)
+    if settings.es_api_key is not None:
+        kwargs["api_key"] = settings.es_api_key.get_secret_value()
+    if info.major >= 8:
+        from elasticsearch import AsyncElasticsearch
+
+        if settings.es_username and settings.es_password is not None:
+            kwargs["basic_auth"] = (settings.es_username, settings.es_password.get_secret_value())
+        return AsyncElasticsearch(
+            list(settings.es_url), request_timeout=settings.es_request_timeout, max_retries=2, **kwargs
+        )
+    from elasticsearch7 import AsyncElasticsearch as AsyncElasticsearch7
+
+    if settings.es_username and settings.es_password is not None:
+        kwargs["http_auth"] = (settings.es_username, settings.es_password.get_secret_value())
+    return AsyncElasticsearch7(
+        list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs
+    )
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "status_code", None)  # elasticsearch7
+    if isinstance(status, int):
+        return status
+    meta = getattr(exc, "meta", None)  # elasticsearch 8
+    status = getattr(meta, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def translate(exc: Exception, what: str) -> StoreError:
+    """An error of either client library as a hopsearch store error (no credentials in the text)."""
+    import elasticsearch
+    import elasticsearch7
+
+    connection_errors: tuple[type[Exception], ...] = (
+        elasticsearch.ConnectionError,
+        elasticsearch.ConnectionTimeout,
+        elasticsearch7.ConnectionError,
+        elasticsearch7.ConnectionTimeout,
+    )
+    if isinstance(exc, connection_errors):
+        return StoreUnavailable(f"{what}: Elasticsearch is unreachable ({type(exc).__name__})")
+    status = _status(exc)
+    info = getattr(exc, "info", None) or getattr(exc, "body", None)
+    reason = str(exc)
+    if isinstance(info, dict) and isinstance(info.get("error"), dict):
+        err = info["error"]
+        reason = f"{err.get('type')}: {err.get('reason')}"
+    if status == 404:
+        return IndexMissing(f"{what}: {reason}", details={"status": 404})
+    error = StoreError(f"{what}: {reason}", details={"status": status})
+    if status is not None and 400 <= status < 500:
+        error.status = 400 if status != 429 else 429
+    return error
+
+
+async def call(awaitable: Awaitable[T], what: str) -> T:
+    """Await a client call, translating its library errors."""
+    try:
+        return await awaitable
+    except Exception as exc:
+        module = type(exc).__module__
+        if module.startswith(("elasticsearch", "elastic_transport")):
+            raise translate(exc, what) from exc
+        raise
+
+
+def body_of(response: Any) -> dict[str, Any]:
+    """The JSON body of a response of either client (8.x wraps it in ``ObjectApiResponse``)."""
+    body = getattr(response, "body", response)
+    return dict(body) if body is not None else {}

@@ -1,0 +1,314 @@
+"""The Elasticsearch store: indices from ``es_mappings/``, the passages alias, the embedder guard,
+documents, bulk writes and ``_msearch``.
+
+Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
+fills a new version and :meth:`Store.swap_alias` moves the alias atomically. The passages index
+``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer and vector mode;
+:meth:`Store.check_embedder` refuses vectors from any other embedder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from types import ModuleType
+from typing import Any
+
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
+from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe
+from hopsearch.service.settings import Settings
+from hopsearch.service.types import Embedder
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+def load_template(name: str) -> dict[str, Any]:
+    """A JSON template from the ``es_mappings`` package data."""
+    text = resources.files("hopsearch.es_mappings").joinpath(f"{name}.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(node, str) and node.startswith("$"):
+        return values[node[1:]]
+    if isinstance(node, dict):
+        pairs = ((k, _substitute(v, values)) for k, v in node.items())
+        return {k: v for k, v in pairs if v is not None}
+    if isinstance(node, list):
+        return [_substitute(v, values) for v in node]
+    return node
+
+
+def embedding_mapping(vector_mode: str, dims: int) -> dict[str, Any]:
+    """The ``embedding`` field for the server: indexed HNSW, exact script_score, or ``_source`` only."""
+    if vector_mode == "knn":
+        return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
+    if vector_mode == "script_score":
+        return {"type": "dense_vector", "dims": dims}
+    return {"type": "float", "index": False, "doc_values": False}
+
+
+class Store:
+    """A connected store. Build it with :meth:`connect`; close it with :meth:`close`."""
+
+    def __init__(self, settings: Settings, client: Any, info: ServerInfo) -> None:
+        self.settings = settings
+        self.client = client
+        self.info = info
+        self._meta_cache: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    async def connect(cls, settings: Settings) -> Store:
+        info = await probe(settings)
+        log.info("Elasticsearch %s, vector mode %s", info.number, info.vector_mode)
+        return cls(settings, make_client(settings, info), info)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def helpers(self) -> ModuleType:
+        """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
+        if self.info.major >= 8:
+            from elasticsearch import helpers
+
+            return helpers
+        from elasticsearch7 import helpers as helpers7
+
+        return helpers7
+
+    @property
+    def analyzer(self) -> str:
+        if self.settings.analyzer:
+            return self.settings.analyzer
+        return "english" if self.info.analysis_common else "standard"
+
+    # --- indices ---------------------------------------------------------------------------------
+    async def exists(self, name: str) -> bool:
+        return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
+
+    async def ensure_indices(self, embedder: Embedder | None = None) -> str:
+        """Create the passages (version 1 + alias), outlines and traces indices where missing.
+        Returns the concrete passages index behind the alias."""
+        for name, template in (
+            (self.settings.outlines_index, "outlines"),
+            (self.settings.traces_index, "traces"),
+        ):
+            if not await self.exists(name):
+                await self._create(name, load_template(template))
+        current = await self.passages_index()
+        if current is None:
+            current = await self.create_passages_version(embedder)
+            await self.swap_alias(current)
+        elif embedder is not None:
+            await self.check_embedder(embedder.model_id, embedder.dims, index=current)
+        return current
+
+    async def _create(self, name: str, body: Mapping[str, Any]) -> None:
+        try:
+            await call(self.client.indices.create(index=name, body=dict(body)), f"create index {name}")
+        except StoreError as exc:
+            if "resource_already_exists_exception" not in str(exc):
+                raise
+
+    def passages_body(self, embedder: Embedder | None) -> dict[str, Any]:
+        """The passages index body for this server and embedder (``_meta`` included)."""
+        template = load_template("passages")
+        values: dict[str, Any] = {
+            "ANALYZER": self.analyzer,
+            "EMBEDDING": embedding_mapping(self.info.vector_mode, embedder.dims) if embedder else None,
+        }
+        body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        body["mappings"]["_meta"] = {
+            "hopsearch": {
+                "schema_version": SCHEMA_VERSION,
+                "embedder": embedder.model_id if embedder else None,
+                "dims": embedder.dims if embedder else None,
+                "analyzer": self.analyzer,
+                "vector_mode": self.info.vector_mode if embedder else None,
+                "created_at": datetime.now(UTC).isoformat(),
+            }
+        }
+        return body
+
+    async def passages_versions(self) -> list[str]:
+        pattern = f"{self.settings.passages_alias}-v*"
+        response = body_of(
+            await call(
+                self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"), "list"
+            )
+        )
+        regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
+        found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
+        return [name for _, name in sorted(found)]
+
+    async def create_passages_version(self, embedder: Embedder | None) -> str:
+        """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
+        versions = await self.passages_versions()
+        last = int(versions[-1].rsplit("-v", 1)[1]) if versions else 0
+        name = f"{self.settings.passages_alias}-v{last + 1}"
+        await self._create(name, self.passages_body(embedder))
+        return name
+
+    async def passages_index(self) -> str | None:
+        """The concrete index behind the passages alias, or ``None``."""
+        alias = self.settings.passages_alias
+        if not await call(self.client.indices.exists_alias(name=alias), "alias exists"):
+            return None
+        response = body_of(await call(self.client.indices.get_alias(name=alias), f"get alias {alias}"))
+        names = sorted(response)
+        return names[-1] if names else None
+
+    async def swap_alias(self, new_index: str, *, delete_old: bool = False) -> list[str]:
+        """Point the passages alias at ``new_index`` in one atomic ``_aliases`` call."""
+        alias = self.settings.passages_alias
+        old: list[str] = []
+        if await call(self.client.indices.exists_alias(name=alias), "alias exists"):
+            old = sorted(body_of(await call(self.client.indices.get_alias(name=alias), "get alias")))
+        actions: list[dict[str, Any]] = [
+            {"remove": {"index": name, "alias": alias}} for name in old if name != new_index
+        ]
+        actions.append({"add": {"index": new_index, "alias": alias}})
+        await call(self.client.indices.update_aliases(body={"actions": actions}), f"swap alias {alias}")
+        if delete_old:
+            for name in old:
+                if name != new_index:
+                    await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
+        return [name for name in old if name != new_index]
+
+    async def index_meta(self, index: str | None = None) -> dict[str, Any]:
+        """``_meta.hopsearch`` of the passages index (or of ``index``; an alias resolves)."""
+        name = index or self.settings.passages_alias
+        if name in self._meta_cache:
+            return self._meta_cache[name]
+        if not await self.exists(name):
+            raise IndexMissing(f"no such index [{name}]; run `hopsearch init` or index something first")
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        metas = [m.get("mappings", {}).get("_meta", {}).get("hopsearch", {}) for m in response.values()]
+        meta = dict(metas[0]) if metas else {}
+        self._meta_cache[name] = meta
+        return meta
+
+    async def check_embedder(self, embedder_id: str, dims: int, *, index: str | None = None) -> None:
+        """Refuse vectors from another embedder than the one the index ``_meta`` names."""
+        meta = await self.index_meta(index)
+        name = index or self.settings.passages_alias
+        if meta.get("embedder") is None:
+            raise EmbedderMismatch(
+                f"index [{name}] was created without vectors (BM25 only); rebuild it with the embedder "
+                f"{embedder_id!r} (hopsearch index ... --rebuild) to store vectors"
+            )
+        if meta.get("embedder") != embedder_id or meta.get("dims") != dims:
+            raise EmbedderMismatch(
+                f"index [{name}] holds vectors of {meta.get('embedder')!r} ({meta.get('dims')} dims); "
+                f"refusing vectors of {embedder_id!r} ({dims} dims)"
+            )
+
+    async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
+        await call(
+            self.client.indices.put_settings(index=index, body={"index": dict(settings)}), "put settings"
+        )
+
+    async def get_settings(self, index: str) -> dict[str, Any]:
+        response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
+        return dict(next(iter(response.values()))["settings"]["index"])
+
+    # --- documents -------------------------------------------------------------------------------
+    async def put_document(
+        self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False
+    ) -> None:
+        await call(
+            self.client.index(
+                index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"
+            ),
+            f"index document into {index}",
+        )
+
+    async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
+        except IndexMissing:
+            return None
+        source = response.get("_source") if response.get("found") else None
+        return dict(source) if isinstance(source, dict) else None
+
+    async def refresh(self, index: str | None = None) -> None:
+        await call(self.client.indices.refresh(index=index or self.settings.passages_alias), "refresh")
+
+    async def count(self, index: str | None = None, query: Mapping[str, Any] | None = None) -> int:
+        body = {"query": dict(query)} if query else None
+        response = body_of(
+            await call(self.client.count(index=index or self.settings.passages_alias, body=body), "count")
+        )
+        return int(response["count"])
+
+    async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
+
+    async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
+        A failed search raises with its reason (partial answers are not silently dropped)."""
+        if not searches:
+            return []
+        lines: list[dict[str, Any]] = []
+        for index, body in searches:
+            lines.append({"index": index})
+            lines.append(dict(body))
+        response = body_of(await call(self.client.msearch(body=lines), "msearch"))
+        out: list[dict[str, Any]] = []
+        for item in response.get("responses", []):
+            if "error" in item:
+                err = item["error"]
+                reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
+                cls = IndexMissing if item.get("status") == 404 else StoreError
+                raise cls(f"msearch: {reason}", details={"status": item.get("status")})
+            out.append(dict(item))
+        return out
+
+    async def bulk(
+        self,
+        actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+        *,
+        refresh: bool = False,
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """Index ``actions`` with the library's streaming helper; returns (ok count, per-item errors)."""
+        ok = 0
+        errors: list[dict[str, Any]] = []
+        stream = self.helpers.async_streaming_bulk(
+            self.client,
+            actions,
+            raise_on_error=False,
+            raise_on_exception=False,
+            max_retries=5,
+            initial_backoff=1,
+        )
+        try:
+            async for success, item in stream:
+                if success:
+                    ok += 1
+                else:
+                    errors.append(dict(item))
+        except Exception as exc:
+            if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
+                from hopsearch.service.esclient import translate
+
+                raise translate(exc, "bulk") from exc
+            raise
+        if refresh:
+            await self.refresh()
+        return ok, errors
