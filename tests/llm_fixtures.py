@@ -108,6 +108,7 @@ PASSAGES = [
     ("p-spielberg", "Steven Spielberg", "Steven Allan Spielberg (born December 18, 1946) is a filmmaker."),
     ("p-lethal", "Lethal Weapon", "Lethal Weapon is a 1987 action film directed by Richard Donner."),
     ("p-donner", "Richard Donner", "Richard Donner (1930-2021) was an American film director."),
+    ("p-lethal2", "Lethal Weapon 2", "Lethal Weapon 2 is a 1989 sequel, again directed by Richard Donner."),
 ]
 
 
