@@ -1,0 +1,120 @@
+"""Drive a strategy over benchmark questions with bounded concurrency; one row per question.
+
+The runner takes questions as plain data (:class:`EvalItem`), so it stays independent of file
+formats (``hopsearch.loaders.questions`` reads those) and of presentation (the CLI prints).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hopsearch.service.evaluation.metrics import score
+from hopsearch.service.strategies.base import AskOptions, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class EvalItem:
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRow:
+    id: str
+    type: str
+    question: str
+    prediction: str | None
+    gold: tuple[str, ...]
+    em: float
+    f1: float
+    acc: float
+    retrievals: int
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    wall_s: float
+    trace_id: str
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def evaluate_one(strategy: Strategy, item: EvalItem, options: AskOptions) -> EvalRow:
+    started = time.monotonic()
+    answer = await strategy.answer(item.question, options)
+    totals = answer.trace.totals()
+    scores = score(answer.text, item.answers)
+    return EvalRow(
+        id=item.id,
+        type=item.type,
+        question=item.question,
+        prediction=answer.text,
+        gold=item.answers,
+        em=scores.em,
+        f1=scores.f1,
+        acc=scores.acc,
+        retrievals=int(totals["retrievals"]),
+        llm_calls=int(totals["llm_calls"]),
+        tokens_in=int(totals["tokens_in"]),
+        tokens_out=int(totals["tokens_out"]),
+        wall_s=round(time.monotonic() - started, 3),
+        trace_id=answer.trace.trace_id,
+        error=str(answer.error) if answer.error else None,
+    )
+
+
+async def run_eval(
+    strategy: Strategy,
+    items: Sequence[EvalItem],
+    options: AskOptions,
+    *,
+    concurrency: int = 4,
+    on_row: Callable[[EvalRow], None] | None = None,
+) -> list[EvalRow]:
+    """Answer every item (at most ``concurrency`` at once); rows come back in input order.
+    ``on_row`` is called as each question finishes (progress, streaming JSONL)."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: EvalItem) -> EvalRow:
+        async with gate:
+            row = await evaluate_one(strategy, item, options)
+        if on_row is not None:
+            on_row(row)
+        return row
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarize(rows: Sequence[EvalRow]) -> dict[str, dict[str, float]]:
+    """Averages overall (key ``"all"``) and per question type."""
+    groups: dict[str, list[EvalRow]] = defaultdict(list)
+    for row in rows:
+        groups["all"].append(row)
+        groups[row.type or "-"].append(row)
+    out: dict[str, dict[str, float]] = {}
+    for name, group in groups.items():
+        out[name] = {
+            "n": float(len(group)),
+            "em": _mean([r.em for r in group]),
+            "f1": _mean([r.f1 for r in group]),
+            "acc": _mean([r.acc for r in group]),
+            "retrievals": _mean([float(r.retrievals) for r in group]),
+            "llm_calls": _mean([float(r.llm_calls) for r in group]),
+            "tokens_in": _mean([float(r.tokens_in) for r in group]),
+            "tokens_out": _mean([float(r.tokens_out) for r in group]),
+            "wall_s": _mean([r.wall_s for r in group]),
+            "errors": float(sum(1 for r in group if r.error)),
+        }
+    return out
