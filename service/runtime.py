@@ -1,0 +1,75 @@
+"""Wiring shared by every front end (CLI, HTTP, evaluation): one store, embedder, retriever, LLM
+client and trace sink per process, and the strategies built over them by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hopsearch.service.embedders import make_embedder
+from hopsearch.service.errors import ConfigError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.settings import Settings
+from hopsearch.service.store import Store
+from hopsearch.service.strategies import DeepRAG, SingleRetrieval, Strategy
+from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.types import Embedder
+
+
+@dataclass
+class Runtime:
+    """Long-lived clients. Open with :meth:`open`, close with :meth:`close` (or ``async with``)."""
+
+    settings: Settings
+    store: Store
+    embedder: Embedder | None
+    llm: LLMClient
+    retriever: EsRetriever
+    sink: ElasticsearchTraceSink
+    _strategies: dict[str, Strategy] = field(default_factory=dict)
+
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, index: str | None = None, refresh_traces: bool = False
+    ) -> Runtime:
+        store = await Store.connect(settings)
+        try:
+            embedder = make_embedder(settings)
+            llm = LLMClient(settings)
+        except Exception:
+            await store.close()
+            raise
+        return cls(
+            settings=settings,
+            store=store,
+            embedder=embedder,
+            llm=llm,
+            retriever=EsRetriever(store, embedder, index=index),
+            sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
+        )
+
+    async def close(self) -> None:
+        await self.llm.aclose()
+        await self.store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def strategy(self, name: str) -> Strategy:
+        """The strategy called ``name`` (built once per runtime)."""
+        if name not in self._strategies:
+            factory = STRATEGIES.get(name)
+            if factory is None:
+                raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(sorted(STRATEGIES))}")
+            self._strategies[name] = factory(self)
+        return self._strategies[name]
+
+
+STRATEGIES: dict[str, Callable[[Runtime], Strategy]] = {
+    "single": lambda rt: SingleRetrieval(rt.llm, rt.retriever, rt.sink),
+    "deeprag": lambda rt: DeepRAG(rt.llm, rt.retriever, rt.sink),
+}
