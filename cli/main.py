@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 
 import click
+from hopsearch.cli.config import config
+from hopsearch.cli.demo import demo
 from hopsearch.cli.es import es
+from hopsearch.cli.evaluate import evaluate
 
 
 @click.group()
@@ -19,3 +22,6 @@ def main(verbose: bool) -> None:
 
 
 main.add_command(es)
+main.add_command(demo)
+main.add_command(config)
+main.add_command(evaluate)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -38,8 +38,8 @@ class Settings(BaseSettings):
 
     # --- Elasticsearch -------------------------------------------------------------------------
     es_url: UrlList = Field(
-        default_factory=lambda: ["http://127.0.0.1:9200"],
-        description="Elasticsearch URL(s), comma-separated.",
+        default_factory=list,
+        description="Elasticsearch URL(s), comma-separated (default: the local node, http://127.0.0.1:<es_port>).",
     )
     es_api_key: SecretStr | None = Field(None, description="Elasticsearch API key (base64 id:key).")
     es_username: str | None = Field(None, description="Elasticsearch basic-auth user.")
@@ -66,8 +66,9 @@ class Settings(BaseSettings):
 
     # --- LLM -----------------------------------------------------------------------------------
     llm_base_url: UrlList = Field(
-        default_factory=lambda: ["http://127.0.0.1:8080/v1"],
-        description="OpenAI-compatible LLM base URL(s), comma-separated; calls are spread over them.",
+        default_factory=list,
+        description="OpenAI-compatible LLM base URL(s), comma-separated; calls are spread over them "
+        "(default: the local server, http://127.0.0.1:<llm_port>/v1).",
     )
     llm_model: str = Field("gemma3-270m", description="Model name sent to the LLM server.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
@@ -91,6 +92,36 @@ class Settings(BaseSettings):
         "follow-up completion, or generate without the stop strings and cut client-side.",
     )
 
+    # --- HTTP service (`hopsearch serve`) ---------------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Address `hopsearch serve` listens on.")
+    api_port: int = Field(9280, ge=1, le=65535, description="Port `hopsearch serve` listens on.")
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="API keys accepted by the HTTP service (`Authorization: ApiKey <key>` or "
+        "`Bearer <key>`), comma-separated; empty: no authentication (loopback only).",
+    )
+    api_max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, bytes (413).")
+    api_max_question_chars: int = Field(2000, ge=1, description="Longest question, characters (400).")
+    api_max_k: int = Field(100, ge=1, le=10_000, description="Largest `k` (and `size`) a request may ask.")
+    api_max_concurrent_asks: int = Field(
+        8, ge=1, description="`_ask` requests served at once; more are refused with 429."
+    )
+
+    # --- strategies ----------------------------------------------------------------------------
+    outline_namespace: str = Field(
+        "default", min_length=1, description="DualRAG outlines are stored and reused within this namespace."
+    )
+    outline_max_age_s: float = Field(
+        7 * 24 * 3600.0,
+        ge=0,
+        description="DualRAG reuses stored facts younger than this many seconds (0: never reuse).",
+    )
+    outline_persist: bool = Field(True, description="DualRAG writes its outlines to the outlines index.")
+    hyde_decompose: bool = Field(True, description="HyDE strategy: split the question into 1-3 sub-queries.")
+    hyde_hypothetical: bool = Field(
+        True, description="HyDE strategy: search with a hypothetical answer passage per sub-query."
+    )
+
     # --- local services ------------------------------------------------------------------------
     es_version: str = Field("8.19.21", description="Version of the local Elasticsearch node (`es up`).")
     es_home: Path | None = Field(None, description="An unpacked Elasticsearch distribution to run instead.")
@@ -112,6 +143,22 @@ class Settings(BaseSettings):
             return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
         if isinstance(value, list):
             return [str(part).strip().rstrip("/") for part in value]
+        return value
+
+    @model_validator(mode="after")
+    def _local_defaults(self) -> Settings:
+        # The URLs default to the local services, whose ports are settings too.
+        if not self.es_url:
+            object.__setattr__(self, "es_url", [f"http://127.0.0.1:{self.es_port}"])
+        if not self.llm_base_url:
+            object.__setattr__(self, "llm_base_url", [f"http://127.0.0.1:{self.llm_port}/v1"])
+        return self
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
     @classmethod

@@ -1,0 +1,49 @@
+"""``hopsearch config show|reference``: the effective settings, and the Markdown reference for README."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from hopsearch.service.settings import Settings, load_settings
+from pydantic import SecretStr
+
+
+def reference_markdown() -> str:
+    """One table row per setting, generated from the settings object (README's configuration section)."""
+    lines = ["| environment variable | default | description |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        if field.default_factory is not None:
+            default = "(computed)" if name in ("cache_dir", "state_dir", "es_url", "llm_base_url") else "[]"
+        else:
+            default = "" if field.default is None else f"`{field.default}`"
+        description = (field.description or "").replace("|", "\\|")
+        lines.append(f"| `HOPSEARCH_{name.upper()}` | {default} | {description} |")
+    return "\n".join(lines) + "\n"
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "**********"
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return value if isinstance(value, int | float | bool | type(None)) else str(value)
+
+
+@click.group("config")
+def config() -> None:
+    """Inspect the settings (environment ``HOPSEARCH_*`` and the TOML file named by HOPSEARCH_CONFIG)."""
+
+
+@config.command("show")
+def show() -> None:
+    """Print the effective settings as JSON (secrets masked)."""
+    settings = load_settings()
+    click.echo(json.dumps({name: _shown(getattr(settings, name)) for name in Settings.model_fields}, indent=2))
+
+
+@config.command("reference")
+def reference() -> None:
+    """Print the configuration reference as a Markdown table."""
+    click.echo(reference_markdown(), nl=False)

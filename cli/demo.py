@@ -1,0 +1,110 @@
+"""``hopsearch demo``: the main job on local defaults.
+
+Brings up the local Elasticsearch node and the local llama.cpp model, indexes the bundled slice of
+2WikiMultihopQA (its context paragraphs), asks one bundled multi-hop question with the ``deeprag``
+strategy and prints the answer, the retrieve/parametric decisions and where to look next.
+Re-running is fast and idempotent (running services are reused, indexed passages are skipped);
+``--down`` stops what it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from importlib import resources
+from pathlib import Path
+
+import click
+from hopsearch.cli import esnode
+from hopsearch.cli.es import node_spec
+from hopsearch.cli.render import print_answer
+from hopsearch.loaders.questions import index_contexts, read_questions
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.llm import local
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.strategies import AskOptions
+from rich.console import Console
+
+DEMO_QUESTION_ID = "1bac32280bdb11eba7f7acde48001122"  # the director of "Song Of The Gringo"
+
+
+def sample_path() -> Path:
+    return Path(str(resources.files("hopsearch.loaders").joinpath("data", "sample_2wiki.jsonl")))
+
+
+def _local_es(settings: Settings) -> bool:
+    return settings.es_url == [f"http://127.0.0.1:{settings.es_port}"]
+
+
+def _local_llm(settings: Settings) -> bool:
+    return settings.llm_base_url == [f"http://127.0.0.1:{settings.llm_port}/v1"]
+
+
+def services_up(settings: Settings, console: Console) -> None:
+    if _local_es(settings):
+        spec = node_spec(settings)
+        started = time.monotonic()
+        console.print(f"[bold]1/4[/] Elasticsearch {spec.version} on {spec.url} ...", end=" ")
+        info = esnode.start(spec)
+        console.print(f"{info['status']} ({time.monotonic() - started:.1f} s)")
+    else:
+        console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(settings.es_url)}")
+    if _local_llm(settings):
+        started = time.monotonic()
+        console.print(f"[bold]2/4[/] llama.cpp server on port {settings.llm_port} ...", end=" ")
+        server = local.start(settings)
+        console.print(f"{server.model} ({time.monotonic() - started:.1f} s)")
+    else:
+        console.print(f"[bold]2/4[/] LLM: using {', '.join(settings.llm_base_url)}")
+
+
+async def ask_sample(
+    settings: Settings, question_id: str, strategy: str, console: Console
+) -> dict[str, object]:
+    records = read_questions(sample_path())
+    chosen = next((r for r in records if r.id == question_id), records[0])
+    async with await Runtime.open(settings, refresh_traces=True) as runtime:
+        started = time.monotonic()
+        indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
+        console.print(
+            f"[bold]3/4[/] sample corpus: {indexed} passages indexed, {present} already there "
+            f"({time.monotonic() - started:.1f} s) → {settings.passages_alias}"
+        )
+        console.print(f"[bold]4/4[/] asking with {strategy}: [italic]{chosen.question}[/]")
+        answer = await runtime.strategy(strategy).answer(chosen.question, AskOptions())
+        document = answer.trace.to_document()
+    print_answer(console, document)
+    console.print(f"gold answer (2WikiMultihopQA): {', '.join(chosen.answers)}")
+    return document
+
+
+@click.command("demo")
+@click.option("--down", is_flag=True, help="Stop the local Elasticsearch and LLM server the demo started.")
+@click.option("--strategy", default="deeprag", show_default=True, help="Strategy to answer with.")
+@click.option("--question-id", default=DEMO_QUESTION_ID, show_default=True, help="Bundled question to ask.")
+def demo(down: bool, strategy: str, question_id: str) -> None:
+    """Local Elasticsearch + llama.cpp up, bundled sample indexed, one multi-hop question answered."""
+    console = Console()
+    settings = load_settings()
+    if down:
+        llm_stopped = local.stop(settings) if _local_llm(settings) else False
+        es_stopped = esnode.stop(node_spec(settings)) if _local_es(settings) else False
+        console.print(f"LLM server: {'stopped' if llm_stopped else 'was not running'}")
+        console.print(f"Elasticsearch: {'stopped' if es_stopped else 'was not running'}")
+        return
+    try:
+        services_up(settings, console)
+        document = asyncio.run(ask_sample(settings, question_id, strategy, console))
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print()
+    console.print("[bold]Next[/]")
+    console.print(f"  trace:        hopsearch traces show {document['trace_id']}   (or GET /_traces/<id>)")
+    console.print('  ask:          hopsearch ask "Who directed The Seventh Victim?" --strategy deeprag')
+    console.print("  your files:   hopsearch index docs ./my-docs")
+    console.print("  serve:        hopsearch serve   (POST /hopsearch-passages/_ask)")
+    console.print(f"  Kibana:       docker/ (compose + dashboards over {settings.traces_index})")
+    console.print("  stop:         hopsearch demo --down")
+    if document.get("error"):
+        raise SystemExit(1)

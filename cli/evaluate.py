@@ -1,0 +1,123 @@
+"""``hopsearch eval QUESTIONS``: run a strategy over a benchmark question file and score it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+from hopsearch.loaders.questions import index_contexts, read_questions
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
+from hopsearch.service.runtime import STRATEGIES, Runtime
+from hopsearch.service.settings import load_settings
+from hopsearch.service.strategies import AskOptions, depth_for
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+COLUMNS = ("n", "em", "f1", "acc", "retrievals", "llm_calls", "tokens_in", "tokens_out", "wall_s", "errors")
+
+
+def summary_table(title: str, summary: dict[str, dict[str, float]]) -> Table:
+    table = Table(title=title)
+    table.add_column("type")
+    for column in COLUMNS:
+        table.add_column(column, justify="right")
+    for name in ["all", *sorted(k for k in summary if k != "all")]:
+        row = summary[name]
+        cells = [f"{int(row[c])}" if c in ("n", "errors") else f"{row[c]:.3f}" for c in COLUMNS]
+        table.add_row(name, *cells)
+    return table
+
+
+async def _run(
+    path: Path,
+    strategy: str,
+    limit: int | None,
+    index: str | None,
+    concurrency: int,
+    corpus_from_context: bool,
+    mode: str,
+    out: Path,
+    console: Console,
+) -> dict[str, dict[str, float]]:
+    records = read_questions(path, limit=limit)
+    settings = load_settings()
+    async with await Runtime.open(settings, index=index) as runtime:
+        if corpus_from_context:
+            indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
+            console.print(f"corpus: indexed {indexed} context passages ({present} already present)")
+        dataset = records[0].dataset if records else ""
+        options = AskOptions(mode=mode, max_depth=depth_for(dataset))  # type: ignore[arg-type]
+        items = [EvalItem(r.id, r.question, r.answers, r.type) for r in records]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        with out.open("w", encoding="utf-8") as sink, Progress(*columns, console=console) as progress:
+            task = progress.add_task(f"{strategy} on {path.name}", total=len(items))
+
+            def on_row(row: EvalRow) -> None:
+                sink.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
+                sink.flush()
+                progress.advance(task)
+
+            rows = await run_eval(
+                runtime.strategy(strategy), items, options, concurrency=concurrency, on_row=on_row
+            )
+    return summarize(rows)
+
+
+@click.command("eval")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
+@click.option("--limit", type=int, default=None, help="Only the first N questions.")
+@click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
+@click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
+@click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def evaluate(
+    questions: Path,
+    strategy: str,
+    limit: int | None,
+    index: str | None,
+    concurrency: int,
+    corpus_from_context: bool,
+    mode: str,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Run STRATEGY over a HotpotQA / 2WikiMultihopQA / MuSiQue question file; print EM, F1, Acc,
+    retrievals, LLM calls, tokens and wall time, overall and per question type."""
+    console = Console(stderr=as_json)
+    target = out or Path(f"eval-{strategy}-{questions.stem}.jsonl")
+    try:
+        summary = asyncio.run(
+            _run(questions, strategy, limit, index, concurrency, corpus_from_context, mode, target, console)
+        )
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        console.print(summary_table(f"{strategy} on {questions.name} ({mode})", summary))
+        console.print(f"per-question rows: {target}")
+    if summary.get("all", {}).get("errors", 0) == summary.get("all", {}).get("n", 0) > 0:
+        raise SystemExit(1)

@@ -1,0 +1,53 @@
+"""Human-readable output of an answer's trace document (shared by ``ask`` and ``demo``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _short(text: object, width: int = 70) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def steps_table(document: Mapping[str, Any]) -> Table:
+    table = Table(
+        title=f"trace {document.get('trace_id')} ({document.get('strategy')}, {document.get('model')})"
+    )
+    for column in ("#", "kind", "decision", "how", "queries / output", "hits", "ms", "tok in/out"):
+        table.add_column(column, overflow="fold")
+    for step in document.get("steps", []):
+        detail = "; ".join(step.get("queries") or []) or _short(step.get("output"))
+        table.add_row(
+            str(step.get("index", "")),
+            str(step.get("kind", "")),
+            str(step.get("decision") or ""),
+            str(step.get("decided_by") or ""),
+            detail,
+            str(len(step.get("hit_ids") or [])) if step.get("kind") == "retrieve" else "",
+            f"{float(step.get('latency_ms') or 0):.0f}",
+            f"{step.get('tokens_in', 0)}/{step.get('tokens_out', 0)}",
+        )
+    return table
+
+
+def print_answer(console: Console, document: Mapping[str, Any]) -> None:
+    """The step table, the answer (or the error), the citations and the totals."""
+    console.print(steps_table(document))
+    error = document.get("error")
+    if error:
+        console.print(f"[red]error:[/] {error.get('type')}: {error.get('message') or error.get('reason')}")
+    console.print(f"[bold]answer:[/] {document.get('answer')}")
+    for number, citation in enumerate(document.get("citations") or [], start=1):
+        console.print(f"  [{number}] {citation.get('title')} ({citation.get('id')})")
+    totals = document.get("totals") or {}
+    decisions = [s.get("decision") for s in document.get("steps", []) if s.get("decision")]
+    console.print(
+        f"decisions: {', '.join(decisions) or '-'} | retrievals {totals.get('retrievals')} | "
+        f"LLM calls {totals.get('llm_calls')} | tokens {totals.get('tokens_in')}/{totals.get('tokens_out')} | "
+        f"{float(totals.get('wall_ms') or 0) / 1000:.1f} s"
+    )
