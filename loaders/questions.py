@@ -60,9 +60,7 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
     """One raw record as a :class:`QARecord`; an :class:`InputError` names the field that is wrong."""
     dataset = detect(record)
     if dataset is None:
-        raise InputError(
-            "not a HotpotQA, 2WikiMultihopQA or MuSiQue record", source=source, position=position
-        )
+        raise InputError("not a HotpotQA, 2WikiMultihopQA or MuSiQue record", source=source, position=position)
     question = record.get("question")
     if not isinstance(question, str) or not question.strip():
         raise InputError("field 'question' is missing or empty", source=source, position=position)
@@ -76,10 +74,7 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
                 paragraphs.append(Paragraph(str(para["title"]), str(para["paragraph_text"])))
         else:
             for title, sentences in record["context"]:
-                if isinstance(sentences, list):
-                    text = " ".join(str(s).strip() for s in sentences)
-                else:
-                    text = str(sentences)
+                text = " ".join(str(s).strip() for s in sentences) if isinstance(sentences, list) else str(sentences)
                 paragraphs.append(Paragraph(str(title), text))
     except (KeyError, TypeError, ValueError) as exc:
         field = "paragraphs" if dataset == "musique" else "context"
@@ -159,9 +154,7 @@ async def index_contexts(
     present: set[str] = set()
     for start in range(0, len(passages), 1000):
         ids = [p["_id"] for p in passages[start : start + 1000]]
-        found = await store.search(
-            index, {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": False}
-        )
+        found = await store.search(index, {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": False})
         present.update(hit["_id"] for hit in found["hits"]["hits"])
     todo = [p for p in passages if p["_id"] not in present]
     now = datetime.now(UTC).isoformat()
