@@ -46,6 +46,8 @@ class AskOptions:
     retrieval_mode: RetrievalMode = "bm25"
     max_tokens: int = 100
     budget: Budget = field(default_factory=Budget)
+    #: Worked examples put before the question (for models not trained on the strategy's format).
+    demonstrations: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -43,6 +43,20 @@ FOLLOW_UP = "Follow up:"
 PASSAGES = 3
 QUERY_TOKENS = 64
 
+#: Worked examples of the format for models not trained on it (``AskOptions.demonstrations``).
+DEMONSTRATIONS = """Question: Who was born first, the director of Jaws or the director of Alien?
+Follow up: Who directed Jaws?
+Let's search the question in Wikipedia.
+Context: [1] Title: Jaws (film) Text: Jaws is a 1975 American thriller film directed by Steven Spielberg.
+Intermediate answer: Steven Spielberg
+Follow up: Who directed Alien?
+Intermediate answer: Ridley Scott
+Follow up: When were Steven Spielberg and Ridley Scott born?
+Let's search the question in Wikipedia.
+Context: [1] Title: Ridley Scott Text: Sir Ridley Scott (born 30 November 1937) is an English filmmaker.
+Intermediate answer: Ridley Scott was born in 1937, Steven Spielberg in 1946.
+So the final answer is: Ridley Scott"""
+
 
 def cut_query(query: str, tokens: int = QUERY_TOKENS) -> str:
     """The last ``tokens`` whitespace tokens of the query."""
@@ -142,7 +156,8 @@ class DeepRAG:
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         options = context.options
         chat = await self.llm.engine() == "vllm"
-        transcript = f"Question: {' '.join(question.split())}"
+        demos = options.demonstrations.strip()
+        transcript = (f"{demos}\n\n" if demos else "") + f"Question: {' '.join(question.split())}"
         max_depth = min(options.max_depth, options.budget.max_steps)
         cited: list[Hit] = []
         forced: str | None = None

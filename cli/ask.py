@@ -1,0 +1,113 @@
+"""``hopsearch ask QUESTION``: answer one question with a strategy, show the answer and its trace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import click
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.strategies import AskOptions, DeepRAG, SingleRetrieval, Strategy
+from hopsearch.service.strategies.base import Answer
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.traces import ElasticsearchTraceSink
+
+
+async def ask_question(settings: Settings, question: str, strategy_name: str, options: AskOptions) -> Answer:
+    """Answer with the store (retrieval and the traces index) and the configured LLM."""
+    from hopsearch.service.retrieval import EsRetriever
+    from hopsearch.service.store import Store
+
+    store = await Store.connect(settings)
+    try:
+        await store.ensure_indices(None)
+        sink = ElasticsearchTraceSink(store, settings.traces_index)
+        retriever = EsRetriever(store)
+        async with LLMClient(settings) as llm:
+            strategy: Strategy
+            if strategy_name == "single":
+                strategy = SingleRetrieval(llm, retriever, sink)
+            else:
+                strategy = DeepRAG(llm, retriever, sink)
+            return await strategy.answer(question, options)
+    finally:
+        await store.close()
+
+
+def _short(text: str, width: int = 90) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_step(step: Mapping[str, Any]) -> str:
+    """One readable line per step."""
+    head = f"{step['index'] + 1:>3} {step['kind']:<8} d{step['depth']:<2}"
+    if step["kind"] == "retrieve":
+        body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
+    else:
+        decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
+        body = f"{decision:<34} {_short(step['output'] or step.get('error') or '', 50)!r}"
+    cost = f"{step['latency_ms']:.0f} ms"
+    if step["llm_calls"]:
+        cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
+    if step["retries"]:
+        cost += f", {step['retries']} retr{'y' if step['retries'] == 1 else 'ies'}"
+    return f"{head} {body}  [{cost}]"
+
+
+@click.command("ask")
+@click.argument("question")
+@click.option("--strategy", type=click.Choice(["deeprag", "single"]), default="deeprag", show_default=True)
+@click.option("--index", default=None, help="Index prefix to read passages from and write the trace to.")
+@click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
+@click.option("--depth", type=int, default=10, show_default=True, help="DeepRAG depth (6 for HotpotQA).")
+@click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
+@click.option("--few-shot", is_flag=True, help="Put worked DeepRAG examples before the question.")
+@click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
+def ask(
+    question: str,
+    strategy: str,
+    index: str | None,
+    mode: str,
+    depth: int,
+    k: int | None,
+    few_shot: bool,
+    as_json: bool,
+) -> None:
+    """Answer QUESTION and show the answer, its citations and the step trace."""
+    settings = load_settings(**({"index_prefix": index} if index else {}))
+    options = AskOptions(
+        mode=mode,  # type: ignore[arg-type]
+        max_depth=depth,
+        k=k or (5 if strategy == "single" else 3),
+        demonstrations=DEMONSTRATIONS if few_shot else "",
+    )
+    try:
+        answer = asyncio.run(ask_question(settings, question, strategy, options))
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    document = answer.trace.to_document()
+    if as_json:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        click.echo(f"Question: {question}")
+        click.echo(f"Answer:   {answer.text if answer.text is not None else '(none)'}")
+        if answer.citations:
+            click.echo("Citations:")
+            for number, citation in enumerate(answer.citations, start=1):
+                click.echo(f"  [{number}] {citation.id}  {citation.title}  ({citation.score:.2f})")
+        click.echo(f"Steps ({document['strategy']}, model {document['model']}):")
+        for step in document["steps"]:
+            click.echo(render_step(step))
+        totals = document["totals"]
+        click.echo(
+            f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
+            f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
+            f"trace {document['trace_id']} in {settings.traces_index}"
+        )
+    if answer.error is not None:
+        raise click.ClickException(f"{type(answer.error).__name__}: {answer.error}")

@@ -1,0 +1,81 @@
+"""``hopsearch ask`` over the real Elasticsearch and the scripted server; ``hopsearch llm`` commands
+that need no model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hopsearch.cli.ask import ask
+from hopsearch.cli.llm import llm
+from hopsearch.service.store import Store
+
+from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
+from tests.test_deeprag_es import loaded
+
+MODEL = DeepRAGModel([PlanStep("Who directed Lethal Weapon?", "search", "Richard Donner")], "Richard Donner")
+
+
+def env_for(store: Store, base_url: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        "HOPSEARCH_ES_URL": store.settings.es_url[0],
+        "HOPSEARCH_EMBEDDER": "none",
+        "HOPSEARCH_LLM_BASE_URL": base_url,
+        "HOPSEARCH_LLM_MODEL": "scripted",
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
+    }
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-followup"])
+async def test_ask_prints_answer_citations_and_steps(store: Store, tmp_path: Path, flavour: str) -> None:
+    await loaded(store)
+    with server_for(flavour, MODEL) as server:
+        env = env_for(store, server.base_url, tmp_path)
+        args = ["Who directed Lethal Weapon?", "--index", store.settings.index_prefix]
+        result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+        as_json = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "Answer:   Richard Donner" in result.output
+    assert "[1] p-lethal  Lethal Weapon" in result.output
+    assert (
+        "generate d1  retrieve by " in result.output
+        and "'Who directed Lethal Weapon?' → p-lethal" in result.output
+    )
+    assert as_json.exit_code == 0, as_json.output
+    doc = json.loads(as_json.output)
+    assert doc["strategy"] == "deeprag" and doc["answer"] == "Richard Donner"
+    stored = await store.get_document(store.settings.traces_index, doc["trace_id"])
+    assert stored is not None and stored["totals"] == doc["totals"]
+
+
+async def test_ask_reports_a_failure_with_its_trace(store: Store, tmp_path: Path) -> None:
+    await loaded(store)
+    with server_for("vllm", MODEL, fail_first=100) as server:
+        env = env_for(store, server.base_url, tmp_path) | {"HOPSEARCH_LLM_RETRIES": "1"}
+        args = ["Who directed Lethal Weapon?", "--index", store.settings.index_prefix, "--strategy", "single"]
+        result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+    assert result.exit_code == 1
+    assert "Answer:   (none)" in result.output and "LLMUnavailable" in result.output
+    assert "failed" in result.output and "2 retries" in result.output
+
+
+def test_llm_status_and_down_without_a_server(tmp_path: Path) -> None:
+    env = {"HOPSEARCH_STATE_DIR": str(tmp_path)}
+    status = CliRunner().invoke(llm, ["status"], env=env)
+    assert status.exit_code == 1 and "not running" in status.output
+    down = CliRunner().invoke(llm, ["down"], env=env)
+    assert down.exit_code == 0 and "no LLM server was running" in down.output
+
+
+def test_llm_up_vllm_without_the_package_is_a_clear_error(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    result = CliRunner().invoke(
+        llm, ["up", "--engine", "vllm", "--model", "x"], env={"HOPSEARCH_STATE_DIR": str(tmp_path)}
+    )
+    assert result.exit_code == 1 and "needs the `vllm` package" in result.output

@@ -1,0 +1,105 @@
+"""End to end: a 2WikiMultihopQA question answered by DeepRAG with the real local llama.cpp model
+(started by the code behind ``hopsearch llm up``) over the real Elasticsearch.
+
+Under ``CI=true`` a missing model or llama.cpp server fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hopsearch.service.errors import ConfigError, NodeError
+from hopsearch.service.llm import LLMClient, local
+from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.store import Store
+from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.traces import ElasticsearchTraceSink
+
+from tests.conftest import unavailable
+
+pytestmark = pytest.mark.e2e
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    port = free_port()
+    settings = load_settings(
+        state_dir=tmp_path_factory.mktemp("llm-state"),
+        llm_port=port,
+        llm_base_url=[f"http://127.0.0.1:{port}/v1"],
+        llm_engine="auto",
+        llm_timeout=120.0,
+        llm_startup_timeout=300.0,
+    )
+    try:
+        local.start(settings, "llamacpp")
+    except (ConfigError, NodeError) as exc:
+        unavailable(f"local llama.cpp server: {exc}")
+    try:
+        yield settings
+    finally:
+        local.stop(settings)
+
+
+def first_question(path: Path) -> dict[str, object]:
+    with path.open() as lines:
+        record = json.loads(next(lines))
+    assert isinstance(record, dict)
+    return record
+
+
+async def index_context(store: Store, record: dict[str, object]) -> set[str]:
+    target = await store.ensure_indices(None)
+    actions = []
+    context = record["context"]
+    assert isinstance(context, list)
+    for number, (title, sentences) in enumerate(context):
+        doc_id = f"{record['_id']}-{number}"
+        source = {"title": title, "text": " ".join(sentences), "source": "jsonl", "doc_id": doc_id}
+        actions.append({"_index": target, "_id": doc_id, "_source": source})
+    ok, errors = await store.bulk(actions)
+    assert errors == [] and ok == len(actions)
+    await store.refresh(target)
+    return {action["_id"] for action in actions}
+
+
+async def test_deeprag_with_the_local_model(llama: Settings, store: Store, shared_questions_path: Path) -> None:
+    record = first_question(shared_questions_path)
+    ids = await index_context(store, record)
+    retriever = EsRetriever(store)
+    sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
+    budget = Budget(deadline_s=240.0)
+    async with LLMClient(llama) as llm:
+        assert await llm.engine() == "llamacpp"  # no stop_reason: the fallback decides
+        strategy = DeepRAG(llm, retriever, sink)
+        common = {"max_depth": 4, "max_tokens": 48, "demonstrations": DEMONSTRATIONS, "budget": budget}
+        by_model = await strategy.answer(str(record["question"]), AskOptions(mode="model", **common))
+        always = await strategy.answer(str(record["question"]), AskOptions(mode="always", **common))
+    for answer in (by_model, always):
+        answer.raise_for_error()
+        doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
+        assert doc is not None and doc["status"] == "ok" and doc["model"] == llama.llm_model
+        assert doc["totals"]["llm_calls"] >= 2 and doc["totals"]["tokens_in"] > 0
+        for key in ("retrievals", "llm_calls", "tokens_in", "tokens_out"):
+            assert doc["totals"][key] == sum(step[key] for step in doc["steps"])
+    model_doc = by_model.trace.to_document()
+    decided = [s for s in model_doc["steps"] if s["kind"] == "generate" and s["decision"]]
+    assert decided, model_doc["steps"]
+    # Decisions of the model come from the stop string read by the fallback (or the lack of one).
+    assert all(s["decided_by"].startswith(("fallback-", "no-marker")) for s in decided)
+    always_doc = always.trace.to_document()
+    retrievals = [s for s in always_doc["steps"] if s["kind"] == "retrieve"]
+    assert retrievals, always_doc["steps"]
+    assert set(retrievals[0]["hit_ids"]) <= ids and retrievals[0]["hit_ids"]
