@@ -116,9 +116,7 @@ def server_for(flavour: str, script: Any, **faults: Any) -> ScriptedLLM:
     return ScriptedLLM(script, report_stop_reason=flavour == "vllm", **faults)
 
 
-def settings_for(
-    server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vllm", **overrides: Any
-) -> Settings:
+def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vllm", **overrides: Any) -> Settings:
     servers = [server] if isinstance(server, ScriptedLLM) else list(server)
     values: dict[str, Any] = {
         "llm_base_url": [s.base_url for s in servers],

@@ -192,9 +192,7 @@ class ScriptedLLM:
         generated = self.script(script_request)
         return apply_limits(generated, list(stops), int(body.get("max_tokens") or 16))
 
-    def _reply(
-        self, kind: str, choice: dict[str, Any], reason: str | None, prompt: str, text: str
-    ) -> web.Response:
+    def _reply(self, kind: str, choice: dict[str, Any], reason: str | None, prompt: str, text: str) -> web.Response:
         if self.report_stop_reason:
             choice["stop_reason"] = reason
         usage = {"prompt_tokens": tokens(prompt), "completion_tokens": tokens(text)}

@@ -40,9 +40,7 @@ async def loaded(store: Store) -> EsRetriever:
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS_ES)
-async def test_deeprag_context_comes_from_elasticsearch_and_the_trace_lands_there(
-    store: Store, flavour: str
-) -> None:
+async def test_deeprag_context_comes_from_elasticsearch_and_the_trace_lands_there(store: Store, flavour: str) -> None:
     retriever = await loaded(store)
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for(flavour, MODEL) as server:
@@ -78,9 +76,7 @@ async def test_a_failed_run_writes_its_trace_with_the_error(store: Store) -> Non
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", MODEL, hang=True) as server:
         async with LLMClient(settings_for(server, llm_timeout=0.3, llm_retries=1)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(
-                QUESTION, AskOptions(budget=Budget(deadline_s=1.5))
-            )
+            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions(budget=Budget(deadline_s=1.5)))
     assert answer.error is not None
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
     assert doc is not None and doc["status"] == "error"
@@ -92,9 +88,7 @@ async def test_single_over_elasticsearch(store: Store) -> None:
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", lambda r: " Richard Donner\nmore") as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await SingleRetrieval(llm, retriever, sink).answer(
-                "Who directed Lethal Weapon?", AskOptions(k=2)
-            )
+            answer = await SingleRetrieval(llm, retriever, sink).answer("Who directed Lethal Weapon?", AskOptions(k=2))
     answer.raise_for_error()
     assert answer.text == "Richard Donner" and answer.citations[0].id == "p-lethal"
     assert "[1] Title: Lethal Weapon Text:" in server.prompts[0]

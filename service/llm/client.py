@@ -215,9 +215,7 @@ class LLMClient:
             log.info("LLM attempt %d failed (%s); retrying", retry + 1, attempt.error)
         details = _details(attempts)
         if timed_out or time.monotonic() >= deadline:
-            raise LLMTimeout(
-                f"LLM call did not finish in time after {len(attempts)} attempt(s)", details=details
-            )
+            raise LLMTimeout(f"LLM call did not finish in time after {len(attempts)} attempt(s)", details=details)
         last = attempts[-1].error if attempts else "no attempt made"
         raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
 
@@ -258,9 +256,7 @@ class LLMClient:
 
 
 def _fail(url: str, status: int | None, started: float, error: str) -> Attempt:
-    return Attempt(
-        url=url, status=status, latency_ms=round((time.monotonic() - started) * 1000, 3), error=error
-    )
+    return Attempt(url=url, status=status, latency_ms=round((time.monotonic() - started) * 1000, 3), error=error)
 
 
 def _details(attempts: Sequence[Attempt]) -> dict[str, Any]:

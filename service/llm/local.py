@@ -89,9 +89,7 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
             "--max-model-len", str(settings.llm_ctx), "--enable-prefix-caching",
         ]  # fmt: skip
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        raise ConfigError(
-            "the local llama.cpp server needs llama-cpp-python[server]: pip install 'hopsearch[llm]'"
-        )
+        raise ConfigError("the local llama.cpp server needs llama-cpp-python[server]: pip install 'hopsearch[llm]'")
     gguf = Path(model) if model else default_gguf(settings)
     if not gguf.is_file():
         raise ConfigError(f"GGUF model not found: {gguf}")
@@ -162,9 +160,7 @@ def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | Non
             start_new_session=True,
         )
     model_name = model or command[command.index("--model") + 1]
-    server = LocalServer(
-        process.pid, settings.llm_port, engine, model_name, settings.llm_model, str(log_path)
-    )
+    server = LocalServer(process.pid, settings.llm_port, engine, model_name, settings.llm_model, str(log_path))
     _pid_file(settings).write_text(json.dumps(asdict(server)))
     log.info("started %s LLM server pid %d on port %d", engine, process.pid, settings.llm_port)
     deadline = time.monotonic() + settings.llm_startup_timeout
@@ -176,9 +172,7 @@ def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | Non
             return server
         time.sleep(0.5)
     stop(settings)
-    raise NodeError(
-        f"the LLM server did not answer within {settings.llm_startup_timeout:g} s:\n{_tail(log_path)}"
-    )
+    raise NodeError(f"the LLM server did not answer within {settings.llm_startup_timeout:g} s:\n{_tail(log_path)}")
 
 
 def stop(settings: Settings, timeout: float = 20.0) -> bool:

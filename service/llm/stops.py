@@ -45,9 +45,7 @@ def identify_marker(continuation: str, stops: Sequence[str]) -> str | None:
     partial = [
         stop
         for stop in stops
-        if len(text) >= _MIN_MARKER_PREFIX
-        and stop.lstrip().startswith(text)
-        and len(text) < len(stop.lstrip())
+        if len(text) >= _MIN_MARKER_PREFIX and stop.lstrip().startswith(text) and len(text) < len(stop.lstrip())
     ]
     return partial[0] if len(partial) == 1 else None
 
@@ -64,9 +62,7 @@ def cut_at_first(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
     return text[: best[0]], best[2]
 
 
-async def generate_until(
-    client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int
-) -> Completion:
+async def generate_until(client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int) -> Completion:
     """Generate until one of ``stops`` and say which one ended it (``stop``, ``stop_method``)."""
     if not stops:
         return await call("", (), max_tokens)

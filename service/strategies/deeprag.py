@@ -123,9 +123,7 @@ class DeepRAG:
         tokens = context.options.max_tokens
         if chat:
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
-            return await continue_until(
-                self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline
-            )
+            return await continue_until(self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline)
         return await complete_until(self.llm, transcript, stops, max_tokens=tokens, deadline=context.deadline)
 
     async def _answer_line(
