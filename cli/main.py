@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 
 import click
+from hopsearch.cli.admin import doctor, init, search, traces
 from hopsearch.cli.config import config
 from hopsearch.cli.demo import demo
 from hopsearch.cli.es import es
 from hopsearch.cli.evaluate import evaluate
+from hopsearch.cli.index import index
+from hopsearch.cli.serve import serve
 
 
 @click.group()
@@ -24,4 +27,10 @@ def main(verbose: bool) -> None:
 main.add_command(es)
 main.add_command(demo)
 main.add_command(config)
+main.add_command(init)
+main.add_command(search)
+main.add_command(traces)
+main.add_command(doctor)
 main.add_command(evaluate)
+main.add_command(serve)
+main.add_command(index)

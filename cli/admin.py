@@ -1,0 +1,166 @@
+"""Small operator commands: ``init``, ``search``, ``traces show|list``, ``doctor``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from typing import Any
+
+import click
+import httpx
+from hopsearch.cli.esnode import find_java
+from hopsearch.cli.render import print_answer
+from hopsearch.service.embedders import make_embedder
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.settings import load_settings
+from hopsearch.service.store import Store
+from hopsearch.service.types import RetrievalQuery
+from rich.console import Console
+from rich.table import Table
+
+
+def _fail(exc: HopsearchError) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@click.command("init")
+@click.option("--no-embed", is_flag=True, help="Create the passages index without a vector field (BM25 only).")
+def init(no_embed: bool) -> None:
+    """Create the passages (version 1 + alias), outlines and traces indices where missing."""
+
+    async def go() -> tuple[str, dict[str, Any]]:
+        settings = load_settings()
+        async with await Store.connect(settings) as store:
+            index = await store.ensure_indices(None if no_embed else make_embedder(settings))
+            return index, store.info.as_dict()
+
+    try:
+        index, info = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    caps = info["capabilities"]
+    click.echo(f"Elasticsearch {info['version']}: vector mode {caps['vector_mode']}, passages index {index}")
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> None:
+    """Retrieve passages for QUERY (BM25, dense or hybrid) and print them."""
+
+    async def go() -> Any:
+        settings = load_settings()
+        async with await Store.connect(settings) as store:
+            embedder = make_embedder(settings) if mode != "bm25" else None
+            retriever = EsRetriever(store, embedder, index=index)
+            [result] = await retriever.search_many([RetrievalQuery(query, k=k, mode=mode)])  # type: ignore[arg-type]
+            return result
+
+    try:
+        result = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
+        click.echo(json.dumps({"mode": result.mode, "dense_method": result.dense_method, "hits": hits}, indent=2))
+        return
+    table = Table(title=f"{result.mode} ({result.dense_method}) — {len(result.hits)} hits")
+    for column in ("#", "id", "score", "title", "text"):
+        table.add_column(column, overflow="fold")
+    for rank, hit in enumerate(result.hits, start=1):
+        table.add_row(str(rank), hit.id, f"{hit.score:.3f}", hit.title, hit.text[:160])
+    Console().print(table)
+
+
+@click.group("traces")
+def traces() -> None:
+    """Read answer traces from the traces index."""
+
+
+@traces.command("show")
+@click.argument("trace_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
+def show(trace_id: str, as_json: bool) -> None:
+    """Print one trace: its steps, decisions, answer and totals."""
+
+    async def go() -> dict[str, Any] | None:
+        settings = load_settings()
+        async with await Store.connect(settings) as store:
+            return await store.get_document(settings.traces_index, trace_id)
+
+    try:
+        doc = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    if doc is None:
+        raise click.ClickException(f"no trace {trace_id!r}")
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        print_answer(Console(), doc)
+
+
+@traces.command("list")
+@click.option("-n", "size", type=click.IntRange(1, 1000), default=20, show_default=True)
+def list_traces(size: int) -> None:
+    """The most recent traces."""
+
+    async def go() -> list[dict[str, Any]]:
+        settings = load_settings()
+        async with await Store.connect(settings) as store:
+            body = {"size": size, "sort": [{"started_at": "desc"}], "_source": ["question", "strategy", "status"]}
+            found = await store.search(settings.traces_index, body)
+            return [dict(hit["_source"], _id=hit["_id"]) for hit in found["hits"]["hits"]]
+
+    try:
+        rows = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    for row in rows:
+        click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
+
+
+@click.command("doctor")
+def doctor() -> None:
+    """Check Java, Elasticsearch, the embedder and the LLM server; exit 1 if something is missing."""
+    settings = load_settings()
+    problems = 0
+
+    def report(ok: bool, what: str, detail: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
+
+    try:
+        report(True, "java", str(find_java(settings.java_home)))
+    except HopsearchError as exc:
+        report(False, "java", str(exc))
+    report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")
+
+    async def es() -> str:
+        async with await Store.connect(settings) as store:
+            caps = store.info.as_dict()["capabilities"]
+            return f"{store.info.number} at {', '.join(settings.es_url)} (vectors: {caps['vector_mode']})"
+
+    try:
+        report(True, "elasticsearch", asyncio.run(es()))
+    except HopsearchError as exc:
+        report(False, "elasticsearch", str(exc))
+    try:
+        embedder = make_embedder(settings)
+        report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
+    except HopsearchError as exc:
+        report(False, "embedder", str(exc))
+    for url in settings.llm_base_url:
+        try:
+            response = httpx.get(f"{url}/models", timeout=5)
+            report(response.status_code == 200, "llm", f"{url} answered {response.status_code}")
+        except httpx.HTTPError as exc:
+            report(False, "llm", f"{url}: {type(exc).__name__}")
+    if problems:
+        raise SystemExit(1)
