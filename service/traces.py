@@ -19,7 +19,21 @@ from hopsearch.service.errors import HopsearchError
 from hopsearch.service.llm.types import Attempt, Completion
 
 #: ``failed``: the call that raised (its attempts, the error); the run stopped there.
-StepKind = Literal["generate", "retrieve", "answer", "failed"]
+#: DualRAG: ``reason``, ``identify``, ``summarize``, ``outline_reuse``; iterative: ``assess``;
+#: HyDE: ``decompose``, ``hyde``.
+StepKind = Literal[
+    "generate",
+    "retrieve",
+    "answer",
+    "failed",
+    "reason",
+    "identify",
+    "summarize",
+    "outline_reuse",
+    "assess",
+    "decompose",
+    "hyde",
+]
 #: ``retrieve``: look it up; ``parametric``: answer from the model alone; ``final``: final answer.
 Decision = Literal["retrieve", "parametric", "final"]
 
@@ -52,6 +66,8 @@ class Step:
     retrievals: int = 0
     attempts: tuple[Attempt, ...] = ()
     error: str | None = None
+    #: Strategy-specific structured data (entities and keywords, reused facts, the stop rule...).
+    details: Mapping[str, Any] | None = None
 
     @property
     def retries(self) -> int:
@@ -79,6 +95,7 @@ class Step:
         body["hit_ids"] = list(self.hit_ids)
         body["attempts"] = [attempt.to_dict() for attempt in self.attempts]
         body["retries"] = self.retries
+        body["details"] = dict(self.details) if self.details is not None else None
         return body
 
 

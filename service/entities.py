@@ -1,0 +1,109 @@
+"""Entity names: a rule-based normaliser (the key an outline is stored under) and alias linking.
+
+:func:`entity_key` casefolds, folds accents, drops a trailing parenthetical qualifier ("Jaws (film)"),
+possessives ("Spielberg's"), punctuation and a leading article ("The", "A", "An"), and collapses
+whitespace. Two names with the same key are the same entity. Nothing here needs a language model
+or spaCy: names in multi-hop questions are titles and proper nouns, where these rules are enough.
+
+:class:`EntityLinker` maps new names to entities already known in a run — by key, by the key of a
+known alias, or by the model's own ``same_as`` pointer — and records every new spelling as an alias.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b|(?<=s)['’](?=\s|$)")
+_NON_WORD = re.compile(r"[^\w\s]+")
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
+_SPACE = re.compile(r"\s+")
+
+
+def entity_key(name: str) -> str:
+    """The normalised key of an entity name ("" when nothing is left)."""
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(char for char in text if not unicodedata.combining(char)).casefold()
+    stripped = _QUALIFIER.sub("", text)
+    text = stripped if stripped.strip() else text
+    text = _POSSESSIVE.sub("", text)
+    text = _NON_WORD.sub(" ", text).replace("_", " ")
+    text = _SPACE.sub(" ", text).strip()
+    without_article = _ARTICLE.sub("", text)
+    return without_article or text
+
+
+def clean_name(name: str) -> str:
+    """A display name: surrounding whitespace and quotes removed, inner whitespace collapsed."""
+    return _SPACE.sub(" ", name).strip().strip("\"'“”‘’").strip()
+
+
+@dataclass(slots=True)
+class KnownEntity:
+    """An entity of the current run (mutable by design: aliases grow as the run proceeds)."""
+
+    key: str
+    name: str
+    aliases: list[str] = field(default_factory=list)
+
+    def key_set(self) -> set[str]:
+        return {self.key, *(entity_key(alias) for alias in self.aliases)}
+
+    def add_alias(self, name: str) -> bool:
+        """Record ``name`` as an alias unless it is the entity's name or a known alias."""
+        folded = name.casefold()
+        if folded == self.name.casefold() or folded in {alias.casefold() for alias in self.aliases}:
+            return False
+        self.aliases.append(name)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Where a name the model wrote landed: the entity, and how it was linked."""
+
+    name: str
+    entity: KnownEntity
+    how: str  # "new", "key", "alias" or "same_as"
+
+
+class EntityLinker:
+    """Links names to the entities known so far (by key, alias key, or ``same_as``)."""
+
+    def __init__(self, known: Iterable[KnownEntity] = ()) -> None:
+        self.entities: dict[str, KnownEntity] = {}
+        for entity in known:
+            self.entities[entity.key] = entity
+
+    def find(self, name: str) -> tuple[KnownEntity, str] | None:
+        key = entity_key(name)
+        if not key:
+            return None
+        if key in self.entities:
+            return self.entities[key], "key"
+        for entity in self.entities.values():
+            if key in entity.key_set():
+                return entity, "alias"
+        return None
+
+    def link(self, name: str, same_as: str | None = None) -> Link | None:
+        """The entity ``name`` refers to; a new one when no rule links it. ``None`` for an empty name."""
+        name = clean_name(name)
+        key = entity_key(name)
+        if not key:
+            return None
+        found = self.find(name)
+        if found is None and same_as and entity_key(same_as) != key:
+            target = self.find(same_as)
+            if target is not None:
+                found = (target[0], "same_as")
+        if found is not None:
+            entity, how = found
+            entity.add_alias(name)
+            return Link(name, entity, how)
+        entity = KnownEntity(key=key, name=name)
+        self.entities[key] = entity
+        return Link(name, entity, "new")

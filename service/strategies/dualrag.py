@@ -1,0 +1,220 @@
+"""DualRAG — Cheng et al., "DualRAG: A Dual-Process Approach to Integrate Reasoning and Retrieval for
+Multi-Hop Question Answering" (ACL 2025, arXiv:2504.18243).
+
+Each iteration: the Reasoner writes the next thought and says whether knowledge is missing
+(``{thought, need_retrieve}``); if so, the Entity Identifier names the entities it is about, with
+search keywords (``{entities: [{entity, keywords, same_as}]}``), and each name is linked to a known
+entity (same normalised key, a known alias, or the model's ``same_as``). Entities whose fresh facts
+are stored in the outlines index (same namespace, younger than ``outline_max_age_s``) reuse them
+instead of retrieving — once per run, as an ``outline_reuse`` step that lists the facts and their
+passage ids. For the others, every keyword is searched in ONE ``_msearch``, each entity's lists are
+merged without duplicates (top 50) and reranked against the entity (top 10); passages not yet seen
+for the entity go to the Knowledge Summarizer, all entities concurrently; a summary that is exactly
+"None" is dropped. The Knowledge Outline (one heading per entity, its facts below) goes into every
+later prompt, and new facts are written back with their provenance.
+
+Stopping rule: the Reasoner says no retrieval is needed (``reasoner``); 5 iterations
+(``iteration-limit``, or the budget's ``max_steps`` if lower); the retrieval budget is spent
+(``retrieval-budget``); or the Entity Identifier names no entity (``no-entities``). Then one final
+answer call. The rule that stopped the loop is the final step's ``decided_by``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.outlines import Fact, OutlineStore
+from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, run_recorded
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
+from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
+from hopsearch.service.strategies.dualrag_prompts import (
+    IDENTIFIER_SCHEMA,
+    MAX_KEYWORDS,
+    REASONER_SCHEMA,
+    answer_line,
+    answer_prompt,
+    identifier_prompt,
+    read_entities,
+    read_reasoning,
+    reasoner_prompt,
+)
+from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, text_step
+from hopsearch.service.traces import Citation, Step, TraceSink
+from hopsearch.service.types import Embedder, Retriever
+
+log = logging.getLogger(__name__)
+
+MAX_ITERATIONS = 5
+
+
+class DualRAG:
+    """DualRAG over any :class:`Retriever`; outlines persist through an optional :class:`OutlineStore`."""
+
+    name = "dualrag"
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        retriever: Retriever,
+        sink: TraceSink | None = None,
+        *,
+        outlines: OutlineStore | None = None,
+        embedder: Embedder | None = None,
+        namespace: str | None = None,
+        max_age_s: float | None = None,
+        persist: bool | None = None,
+    ) -> None:
+        settings = llm.settings
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
+        self.embedder = embedder
+        self.outlines = OutlineLink(
+            outlines,
+            namespace or settings.outline_namespace,
+            settings.outline_max_age_s if max_age_s is None else max_age_s,
+            settings.outline_persist if persist is None else persist,
+        )
+
+    async def answer(self, question: str, options: AskOptions) -> Answer:
+        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            return await self._run(context, " ".join(question.split()))
+
+        return await run_recorded(
+            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+        )
+
+    async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        run = RunOutline(question)
+        limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
+        stop = "iteration-limit"
+        depth = 0
+        for depth in range(1, limit + 1):
+            prompt = reasoner_prompt(question, run.render(), run.thoughts)
+            reply = await ask_json(context, "reason", prompt, REASONER_SCHEMA, name="reasoner", depth=depth)
+            reasoning = read_reasoning(reply.value)
+            run.thoughts.append(reasoning.thought)
+            decision = "retrieve" if reasoning.need_retrieve else "final"
+            context.recorder.add(json_step("reason", reply, prompt, name="reasoner", depth=depth, decision=decision))
+            if not reasoning.need_retrieve:
+                stop = "reasoner"
+                break
+            if not context.may_retrieve():
+                stop = "retrieval-budget"
+                break
+            searches = await self._identify(context, run, depth)
+            if not searches:
+                stop = "no-entities"
+                break
+            searches = await self.outlines.reuse(context, run, searches, depth)
+            if searches:
+                await self._aggregate(context, run, searches, depth)
+            await self.outlines.save(run)
+        return await self._final(context, run, stop, depth)
+
+    async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:
+        prompt = identifier_prompt(run.question, run.render(), run.thoughts, run.known())
+        reply = await ask_json(context, "identify", prompt, IDENTIFIER_SCHEMA, name="identifier", depth=depth)
+        merged: dict[str, list[str]] = {}
+        links: list[dict[str, str]] = []
+        for item in read_entities(reply.value):
+            link = run.linker.link(item.entity, item.same_as)
+            if link is None:
+                continue
+            entity = link.entity
+            run.sections.setdefault(entity.key, Section(entity))
+            links.append({"name": link.name, "entity": entity.name, "how": link.how})
+            words = merged.setdefault(entity.key, [])
+            words += [k for k in item.keywords if k.casefold() not in {w.casefold() for w in words}]
+        searches = [
+            EntitySearch(key, run.sections[key].entity.name, tuple(words[: 2 * MAX_KEYWORDS]))
+            for key, words in merged.items()
+        ]
+        context.recorder.add(
+            json_step(
+                "identify",
+                reply,
+                prompt,
+                name="identifier",
+                depth=depth,
+                queries=tuple(k for s in searches for k in s.keywords),
+                details={"links": links},
+            )
+        )
+        return searches
+
+    async def _aggregate(self, context: RunContext, run: RunOutline, searches: list[EntitySearch], depth: int) -> None:
+        started = time.monotonic()
+        mode = context.options.retrieval_mode
+        candidates = await gather_candidates(self.retriever, searches, mode=mode)
+        ranked = await rerank(self.embedder, searches, candidates)
+        context.recorder.add(
+            Step(
+                kind="retrieve",
+                depth=depth,
+                queries=tuple(k for s in searches for k in s.keywords),
+                hit_ids=tuple(dict.fromkeys(h.id for hits in ranked.values() for h in hits)),
+                output=f"{sum(len(s.keywords) for s in searches)} queries in one _msearch ({mode})",
+                latency_ms=round((time.monotonic() - started) * 1000, 3),
+                retrievals=1,
+                details={
+                    "entities": {s.entity: list(s.keywords) for s in searches},
+                    "candidates": {s.entity: len(candidates[s.key]) for s in searches},
+                    "rerank": "embedding" if self.embedder is not None else "retrieval-order",
+                },
+            )
+        )
+        jobs = []
+        for search in searches:
+            section = run.sections[search.key]
+            new = [hit for hit in ranked[search.key] if hit.id not in section.seen]
+            section.seen.update(hit.id for hit in new)
+            if new:
+                jobs.append((search, new))
+        now = datetime.now(UTC)
+        for summary in await summarize(context, run.question, run.render(), run.thoughts, jobs, depth=depth):
+            if summary.dropped or not summary.text:
+                continue
+            ids = tuple(hit.id for hit in summary.hits)
+            titles = tuple(hit.title for hit in summary.hits)
+            fact = Fact(
+                summary=summary.text,
+                question=run.question,
+                sub_query="; ".join(summary.search.keywords),
+                passage_ids=ids,
+                passage_titles=titles,
+                model=summary.completion.model,
+                created_at=now,
+                trace_id=context.recorder.trace_id,
+            )
+            section = run.sections[summary.search.key]
+            section.facts.append(fact)
+            section.unsaved.append(fact)
+            for hit in summary.hits:
+                run.cite((hit.id,), (hit.title,), hit.score)
+
+    async def _final(
+        self, context: RunContext, run: RunOutline, stop: str, iterations: int
+    ) -> tuple[str, Sequence[Citation]]:
+        prompt = answer_prompt(run.question, run.render(), run.thoughts)
+        done = await ask_text(context, prompt, max_tokens=context.options.max_tokens)
+        context.recorder.add(
+            text_step(
+                "answer",
+                done,
+                prompt,
+                depth=iterations,
+                decision="final",
+                decided_by=stop,
+                details={
+                    "stop": stop,
+                    "iterations": iterations,
+                    "entities": [s.entity.name for s in run.sections.values()],
+                },
+            )
+        )
+        return answer_line(done.text), tuple(run.citations.values())

@@ -1,0 +1,147 @@
+"""DualRAG's knowledge aggregation (pKA) for one step: search, merge, rerank, summarise.
+
+- :func:`gather_candidates`: every keyword of every entity in ONE ``search_many`` call (one
+  ``_msearch`` round trip on Elasticsearch), each entity's lists merged without duplicates (RRF,
+  top 50).
+- :func:`rerank`: each entity's candidates ordered by embedding similarity to the entity name and
+  cut to 10 (one embedding batch for the whole step); without an embedder the merged BM25 order.
+- :func:`summarize`: the Knowledge Summarizer for each entity, concurrently (``asyncio.gather``);
+  a summary that is exactly "None" is dropped (:func:`~.dualrag_prompts.is_none`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hopsearch.service.llm import Completion
+from hopsearch.service.retrieval import cosine, rrf
+from hopsearch.service.strategies.base import RunContext
+from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
+from hopsearch.service.strategies.roles import ask_text, text_step
+from hopsearch.service.types import Embedder, Hit, RetrievalMode, RetrievalQuery, Retriever
+
+RETRIEVE_K = 50
+RERANK_K = 10
+SUMMARY_TOKENS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySearch:
+    """The searches of one entity in one step."""
+
+    key: str
+    entity: str
+    keywords: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The Knowledge Summarizer's reply for one entity and the passages it read."""
+
+    search: EntitySearch
+    hits: tuple[Hit, ...]
+    text: str
+    dropped: bool
+    completion: Completion
+
+
+def queries_of(searches: Sequence[EntitySearch], mode: RetrievalMode, k: int) -> list[RetrievalQuery]:
+    return [RetrievalQuery(keyword, k=k, mode=mode) for s in searches for keyword in s.keywords]
+
+
+async def gather_candidates(
+    retriever: Retriever,
+    searches: Sequence[EntitySearch],
+    *,
+    mode: RetrievalMode = "bm25",
+    k: int = RETRIEVE_K,
+) -> dict[str, list[Hit]]:
+    """Each entity's candidates: all keywords of all entities in ONE ``search_many`` call, each
+    entity's result lists fused without duplicates (RRF) and cut to ``k``."""
+    results = await retriever.search_many(queries_of(searches, mode, k))
+    candidates: dict[str, list[Hit]] = {}
+    offset = 0
+    for search in searches:
+        lists = [result.hits for result in results[offset : offset + len(search.keywords)]]
+        offset += len(search.keywords)
+        candidates[search.key] = rrf(lists, size=k)
+    return candidates
+
+
+def _passage_text(hit: Hit) -> str:
+    return f"{hit.title}. {hit.text}"[:2000]
+
+
+async def rerank(
+    embedder: Embedder | None,
+    searches: Sequence[EntitySearch],
+    candidates: Mapping[str, Sequence[Hit]],
+    *,
+    top: int = RERANK_K,
+) -> dict[str, list[Hit]]:
+    """Each entity's candidates by cosine similarity to its name, cut to ``top`` (one embedding
+    batch); without an embedder, the merged order cut to ``top``."""
+    if embedder is None:
+        return {key: list(hits[:top]) for key, hits in candidates.items()}
+    names = {search.key: search.entity for search in searches}
+    passages: dict[str, Hit] = {}
+    for hits in candidates.values():
+        for hit in hits:
+            passages.setdefault(hit.id, hit)
+    keys = list(candidates)
+    texts = [names.get(key, key) for key in keys] + [_passage_text(hit) for hit in passages.values()]
+    vectors = await embedder.embed(texts)
+    entity_vectors = dict(zip(keys, vectors[: len(keys)], strict=True))
+    passage_vectors = dict(zip(passages, vectors[len(keys) :], strict=True))
+    ranked: dict[str, list[Hit]] = {}
+    for key, hits in candidates.items():
+        scored = sorted(
+            hits, key=lambda hit: -cosine(entity_vectors[key], passage_vectors[hit.id])
+        )  # stable: ties keep the merged order
+        ranked[key] = scored[:top]
+    return ranked
+
+
+async def summarize(
+    context: RunContext,
+    question: str,
+    outline: str,
+    thoughts: Sequence[str],
+    jobs: Sequence[tuple[EntitySearch, Sequence[Hit]]],
+    *,
+    depth: int = 0,
+) -> list[Summary]:
+    """The Knowledge Summarizer for each (entity, new passages), concurrently; one step each, in
+    the order of ``jobs``. Summaries that are exactly "None" come back with ``dropped`` set."""
+    if not jobs:
+        return []
+    context.check_llm_budget(len(jobs))
+
+    async def one(search: EntitySearch, hits: Sequence[Hit]) -> tuple[str, Completion]:
+        prompt = summarizer_prompt(question, search.entity, outline, thoughts, hits)
+        done = await ask_text(context, prompt, max_tokens=SUMMARY_TOKENS)
+        return prompt, done
+
+    started = time.monotonic()
+    replies = await asyncio.gather(*(one(search, hits) for search, hits in jobs))
+    wall = round((time.monotonic() - started) * 1000, 3)
+    out: list[Summary] = []
+    for (search, hits), (prompt, done) in zip(jobs, replies, strict=True):
+        text = " ".join(done.text.split())
+        dropped = is_none(text)
+        context.recorder.add(
+            text_step(
+                "summarize",
+                done,
+                prompt,
+                depth=depth,
+                queries=(search.entity,),
+                hit_ids=tuple(hit.id for hit in hits),
+                details={"entity": search.entity, "dropped": dropped, "concurrent": len(jobs), "wall_ms": wall},
+            )
+        )
+        out.append(Summary(search, tuple(hits), text, dropped, done))
+    return out

@@ -1,0 +1,169 @@
+"""DualRAG's Knowledge Outline for one run, and its link to the outlines stored between questions.
+
+:class:`RunOutline` is the run's state: the entity linker, one :class:`Section` per entity (facts,
+passages seen, facts not yet saved), the Reasoner's thoughts and the citations. :class:`OutlineLink`
+reuses stored fresh facts (namespace-scoped, younger than the freshness limit; looked up once per
+entity per run) and writes new facts back with their provenance.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hopsearch.service.entities import EntityLinker, KnownEntity
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.outlines import EntityOutline, Fact, OutlineStore, render_outline
+from hopsearch.service.strategies.base import RunContext
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch
+from hopsearch.service.traces import Citation, Step
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Section:
+    """One entity of the run's Knowledge Outline (mutable: the run's state)."""
+
+    entity: KnownEntity
+    facts: list[Fact] = field(default_factory=list)
+    unsaved: list[Fact] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    stored_name: str | None = None
+    stored_names: set[str] = field(default_factory=set)
+    checked: bool = False
+
+    def new_names(self) -> bool:
+        """Whether the run knows a spelling the stored outline lacks."""
+        names = (self.entity.name, *self.entity.aliases)
+        return self.stored_name is not None and any(n.casefold() not in self.stored_names for n in names)
+
+
+@dataclass(slots=True)
+class RunOutline:
+    """Everything a DualRAG run accumulates."""
+
+    question: str
+    linker: EntityLinker = field(default_factory=EntityLinker)
+    sections: dict[str, Section] = field(default_factory=dict)
+    thoughts: list[str] = field(default_factory=list)
+    citations: dict[str, Citation] = field(default_factory=dict)
+
+    def render(self) -> str:
+        """One heading per entity, its facts below it."""
+        return render_outline([(s.entity.name, [f.summary for f in s.facts]) for s in self.sections.values()])
+
+    def known(self) -> list[str]:
+        return [
+            s.entity.name + (f" (also: {', '.join(s.entity.aliases)})" if s.entity.aliases else "")
+            for s in self.sections.values()
+        ]
+
+    def cite(self, ids: Sequence[str], titles: Sequence[str], score: float = 0.0) -> None:
+        for number, doc_id in enumerate(ids):
+            title = titles[number] if number < len(titles) else ""
+            self.citations.setdefault(doc_id, Citation(id=doc_id, title=title, score=score))
+
+
+def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
+    return {
+        "entity": section.entity.name,
+        "stored_entity": stored_entity,
+        "summary": fact.summary,
+        "passage_ids": list(fact.passage_ids),
+        "question": fact.question,
+        "created_at": fact.created_at.isoformat(),
+        "trace_id": fact.trace_id,
+    }
+
+
+class OutlineLink:
+    """Reuse and persistence of outlines in one namespace, with a freshness limit."""
+
+    def __init__(self, store: OutlineStore | None, namespace: str, max_age_s: float, persist: bool) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.max_age_s = max_age_s
+        self.persist = persist
+
+    async def reuse(
+        self, context: RunContext, run: RunOutline, searches: Sequence[EntitySearch], depth: int
+    ) -> list[EntitySearch]:
+        """Add stored fresh facts for the entities not yet looked up in this run (recorded as one
+        ``outline_reuse`` step); return the searches still to run."""
+        unchecked = {s.key for s in searches if not run.sections[s.key].checked}
+        if self.store is None or not unchecked:
+            return list(searches)
+        for key in unchecked:
+            run.sections[key].checked = True
+        names = [n for key in unchecked for n in (run.sections[key].entity.name, *run.sections[key].entity.aliases)]
+        started = time.monotonic()
+        try:
+            stored = await self.store.lookup(self.namespace, names)
+        except HopsearchError as exc:
+            log.warning("outline lookup failed; retrieving instead: %s", exc)
+            return list(searches)
+        remaining: list[EntitySearch] = []
+        reused: list[dict[str, Any]] = []
+        for search in searches:
+            section = run.sections[search.key]
+            keys = section.entity.key_set()
+            match = next((o for o in stored if search.key in unchecked and keys & set(o.keys())), None)
+            if match is not None:
+                section.stored_name = match.entity
+                section.stored_names = {n.casefold() for n in (match.entity, *match.aliases)}
+                for alias in (match.entity, *match.aliases):
+                    section.entity.add_alias(alias)
+            fresh = match.fresh_facts(self.max_age_s) if match is not None and self.max_age_s > 0 else ()
+            if match is None or not fresh:
+                remaining.append(search)
+                continue
+            for fact in fresh:
+                section.facts.append(fact)
+                section.seen.update(fact.passage_ids)
+                run.cite(fact.passage_ids, fact.passage_titles)
+                reused.append(_reused(section, match.entity, fact))
+        if reused:
+            entities = tuple(dict.fromkeys(item["entity"] for item in reused))
+            sections = [(e, [i["summary"] for i in reused if i["entity"] == e]) for e in entities]
+            context.recorder.add(
+                Step(
+                    kind="outline_reuse",
+                    depth=depth,
+                    queries=entities,
+                    hit_ids=tuple(dict.fromkeys(p for item in reused for p in item["passage_ids"])),
+                    output=render_outline(sections),
+                    latency_ms=round((time.monotonic() - started) * 1000, 3),
+                    decision="parametric",
+                    decided_by="outline",
+                    details={"namespace": self.namespace, "max_age_s": self.max_age_s, "facts": reused},
+                )
+            )
+        return remaining
+
+    async def save(self, run: RunOutline) -> None:
+        """Write the facts and spellings found since the last save (a failed write is logged, not fatal)."""
+        if self.store is None or not self.persist:
+            return
+        outlines = []
+        for section in run.sections.values():
+            if not section.unsaved and not section.new_names():
+                continue
+            name = section.stored_name or section.entity.name
+            names = (section.entity.name, *section.entity.aliases)
+            aliases = tuple(a for a in names if a.casefold() != name.casefold())
+            outlines.append(EntityOutline(self.namespace, name, aliases, tuple(section.unsaved)))
+        if not outlines:
+            return
+        try:
+            await self.store.save(outlines)
+        except HopsearchError as exc:
+            log.warning("could not save outlines: %s", exc)
+            return
+        for section in run.sections.values():
+            section.unsaved.clear()
+            if section.stored_name is not None:
+                section.stored_names |= {n.casefold() for n in (section.entity.name, *section.entity.aliases)}

@@ -1,0 +1,189 @@
+"""DualRAG's four LLM roles: prompts, JSON schemas and tolerant readers of the replies.
+
+Reasoner → ``{thought, need_retrieve}``; Entity Identifier → ``{entities: [{entity, keywords,
+same_as}]}``; Knowledge Summarizer → free text, or exactly "None" when the passages say nothing
+relevant; the final answer → one short line. The schemas carry length bounds so a small model under a
+grammar cannot ramble past ``max_tokens`` (they are dropped for OpenAI, see ``roles.schema_for``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.types import Hit
+
+MAX_ENTITIES = 4
+MAX_KEYWORDS = 3
+
+REASONER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thought": {"type": "string", "maxLength": 400},
+        "need_retrieve": {"type": "boolean"},
+    },
+    "required": ["thought", "need_retrieve"],
+    "additionalProperties": False,
+}
+
+IDENTIFIER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "maxItems": MAX_ENTITIES,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "entity": {"type": "string", "maxLength": 120},
+                    "keywords": {
+                        "type": "array",
+                        "maxItems": MAX_KEYWORDS,
+                        "items": {"type": "string", "maxLength": 120},
+                    },
+                    "same_as": {"type": "string", "maxLength": 120},
+                },
+                "required": ["entity", "keywords", "same_as"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["entities"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    thought: str
+    need_retrieve: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EntityQuery:
+    """An entity the missing knowledge is about, the searches for it, and the known entity it is."""
+
+    entity: str
+    keywords: tuple[str, ...]
+    same_as: str | None = None
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value)
+    text = str(value).strip().casefold()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0", ""):
+        return False
+    raise LLMOutputError(f"need_retrieve must be true or false, got {value!r}", details={"value": value})
+
+
+def read_reasoning(value: Mapping[str, Any]) -> Reasoning:
+    return Reasoning(" ".join(str(value.get("thought") or "").split()), _flag(value.get("need_retrieve")))
+
+
+def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
+    """The identified entities (empty names dropped, keywords de-duplicated and capped)."""
+    raw = value.get("entities")
+    if not isinstance(raw, list):
+        raise LLMOutputError("entities must be a list", details={"value": dict(value)})
+    found: list[EntityQuery] = []
+    for item in raw[:MAX_ENTITIES]:
+        if isinstance(item, str):
+            item = {"entity": item, "keywords": []}
+        if not isinstance(item, Mapping):
+            continue
+        name = " ".join(str(item.get("entity") or "").split())
+        if not name:
+            continue
+        words = item.get("keywords")
+        words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
+        keywords: list[str] = []
+        for word in words:
+            text = " ".join(str(word).split())
+            if text and text.casefold() not in {k.casefold() for k in keywords}:
+                keywords.append(text)
+        same_as = " ".join(str(item.get("same_as") or "").split()) or None
+        found.append(EntityQuery(name, tuple(keywords[:MAX_KEYWORDS]) or (name,), same_as))
+    return found
+
+
+def is_none(summary: str) -> bool:
+    """True when the summary is exactly "None": case-insensitive, surrounding whitespace and trailing
+    periods ignored ("None.", " none " → True; "Nonetheless, …", "None of the passages" → False)."""
+    return summary.strip().rstrip(".").strip().casefold() == "none"
+
+
+def _thoughts(thoughts: Sequence[str]) -> str:
+    if not thoughts:
+        return "(none yet)"
+    return "\n".join(f"{number}. {thought}" for number, thought in enumerate(thoughts, start=1))
+
+
+def _outline(outline: str) -> str:
+    return outline or "(nothing known yet)"
+
+
+def reasoner_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
+    return (
+        "You answer a multi-hop question one reasoning step at a time.\n\n"
+        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+        f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
+        'Write the next reasoning step as "thought". Set "need_retrieve" to true when knowledge needed '
+        "for the answer is still missing from the outline, false when the outline and the reasoning "
+        'are enough to answer.\nReply with JSON only: {"thought": "...", "need_retrieve": true}'
+    )
+
+
+def identifier_prompt(question: str, outline: str, thoughts: Sequence[str], known: Sequence[str]) -> str:
+    entities = "; ".join(known) if known else "(none)"
+    return (
+        "Find the entities (people, works, places, organisations) the missing knowledge is about.\n\n"
+        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+        f"Reasoning so far:\n{_thoughts(thoughts)}\n\nKnown entities: {entities}\n\n"
+        f'For each entity give "entity" (its name), "keywords" (1 to {MAX_KEYWORDS} short search '
+        'queries about it) and "same_as" (the known entity it is, when it is one under another name; '
+        'otherwise "").\nReply with JSON only: '
+        '{"entities": [{"entity": "...", "keywords": ["..."], "same_as": ""}]}'
+    )
+
+
+def passages_block(hits: Sequence[Hit]) -> str:
+    return "\n".join(
+        f"[{number}] {' '.join(hit.title.split())}: {' '.join(hit.text.split())}"
+        for number, hit in enumerate(hits, start=1)
+    )
+
+
+def summarizer_prompt(question: str, entity: str, outline: str, thoughts: Sequence[str], hits: Sequence[Hit]) -> str:
+    return (
+        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+        f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
+        f"Passages about {entity}:\n{passages_block(hits)}\n\n"
+        f"In one to three sentences, write what these passages say about {entity} that helps answer "
+        "the question. If they say nothing relevant, reply exactly: None"
+    )
+
+
+def answer_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
+    return (
+        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+        f"Reasoning:\n{_thoughts(thoughts)}\n\n"
+        "Answer the question with a short answer only (a name, a date, yes or no), on one line.\nAnswer:"
+    )
+
+
+def answer_line(text: str) -> str:
+    """The first non-empty line, without an "Answer:" prefix."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.casefold().startswith("answer:"):
+            line = line[len("answer:") :].strip()
+        if line:
+            return line
+    return ""

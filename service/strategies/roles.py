@@ -1,0 +1,121 @@
+"""LLM roles for the chat-based strategies (DualRAG, iterative, HyDE): one call, one trace step.
+
+:func:`ask_json` asks for a JSON object under a schema — constrained by the server where it can
+(``response_format``: vLLM guided decoding, llama.cpp grammars), one repair retry, then a clean
+:class:`~hopsearch.service.errors.LLMOutputError` — and records the step even when it fails, with
+both outputs and both parse errors, so the trace shows why the run stopped. :func:`ask_text` is a
+plain chat call recorded the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
+from hopsearch.service.strategies.base import RunContext
+from hopsearch.service.traces import Step, StepKind
+
+#: Schema keywords OpenAI's strict structured outputs refuse; vLLM and llama.cpp honour them.
+_BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "minimum", "maximum"})
+
+
+def schema_for(engine: Engine, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as sent to ``engine``: length and range bounds (which keep a small model's
+    constrained output short) are dropped for OpenAI, whose strict mode rejects them."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {k: strip(v) for k, v in node.items() if k not in _BOUNDS}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip(schema) if engine == "openai" else dict(schema)
+
+
+def user(prompt: str) -> list[dict[str, str]]:
+    """A one-message chat (no system turn: some chat templates, Gemma's among them, have none)."""
+    return [{"role": "user", "content": prompt}]
+
+
+def _completion_fields(completions: Sequence[Completion]) -> dict[str, Any]:
+    return {
+        "output": completions[-1].text if completions else "",
+        "finish_reason": completions[-1].finish_reason if completions else None,
+        "latency_ms": round(sum(c.latency_ms for c in completions), 3),
+        "tokens_in": sum(c.usage.prompt_tokens for c in completions),
+        "tokens_out": sum(c.usage.completion_tokens for c in completions),
+        "llm_calls": sum(c.calls for c in completions),
+        "attempts": tuple(a for c in completions for a in c.attempts),
+    }
+
+
+async def ask_json(
+    context: RunContext,
+    kind: StepKind,
+    prompt: str,
+    schema: Mapping[str, Any],
+    *,
+    name: str,
+    depth: int = 0,
+    max_tokens: int = 256,
+) -> JsonReply:
+    """One JSON role call. A reply that cannot be parsed after the repair retry records a step
+    with both outputs and raises :class:`LLMOutputError`."""
+    context.check_llm_budget()
+    engine = await context.llm.engine()
+    try:
+        return await chat_json(
+            context.llm,
+            user(prompt),
+            schema_for(engine, schema),
+            name=name,
+            max_tokens=max_tokens,
+            deadline=context.deadline,
+        )
+    except LLMOutputError as exc:
+        outputs = [str(o) for o in exc.details.get("outputs", [])]
+        context.recorder.add(
+            Step(
+                kind=kind,
+                depth=depth,
+                prompt_chars=len(prompt),
+                output="\n---\n".join(outputs),
+                llm_calls=len(outputs),
+                error=str(exc),
+                details={"role": name, "errors": list(exc.details.get("errors", [])), "repaired": True},
+            )
+        )
+        raise
+
+
+def json_step(kind: StepKind, reply: JsonReply, prompt: str, *, name: str, depth: int = 0, **fields: Any) -> Step:
+    """The trace step of a successful :func:`ask_json` call."""
+    details: dict[str, Any] = {"role": name, "repaired": reply.repaired, "value": dict(reply.value)}
+    details.update(fields.pop("details", None) or {})
+    return Step(
+        kind=kind,
+        depth=depth,
+        prompt_chars=len(prompt),
+        details=details,
+        **_completion_fields(reply.completions),
+        **fields,
+    )
+
+
+async def ask_text(
+    context: RunContext,
+    prompt: str,
+    *,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+) -> Completion:
+    """One plain chat call (the caller records the step with :func:`text_step`)."""
+    context.check_llm_budget()
+    return await context.llm.chat(user(prompt), stop=stop, max_tokens=max_tokens, deadline=context.deadline)
+
+
+def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
+    return Step.from_completion(kind, completion, prompt_chars=len(prompt), **fields)

@@ -1,0 +1,248 @@
+"""DualRAG against the scripted server: the loop and its stopping rules, the "None" rule, alias
+linking, the seen-passages filter, concurrent summaries, schema-constrained JSON and its repair."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.strategies import AskOptions, Budget
+from hopsearch.service.strategies.base import Answer
+from hopsearch.service.strategies.dualrag import DualRAG
+from hopsearch.service.strategies.dualrag_prompts import is_none
+from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.types import RetrievalQuery, SearchResult
+
+from tests.dual_fixtures import ChatModel, entities, reason
+from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.scripted_llm import ScriptedLLM
+
+QUESTION = "When was the director of Jaws born?"
+
+
+class CountingRetriever(ListRetriever):
+    """The list retriever, counting its batches (one batch = one _msearch on Elasticsearch)."""
+
+    def __init__(self) -> None:
+        super().__init__(PASSAGES)
+        self.batches: list[list[str]] = []
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        self.batches.append([q.text for q in queries])
+        return await super().search_many(queries)
+
+
+async def run(
+    model: ChatModel, options: AskOptions | None = None, flavour: str = "vllm", **faults: Any
+) -> tuple[Answer, dict[str, Any], CountingRetriever, ScriptedLLM]:
+    retriever = CountingRetriever()
+    sink = MemoryTraceSink()
+    with server_for(flavour, model, **faults) as server:
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            answer = await DualRAG(llm, retriever, sink).answer(QUESTION, options or AskOptions())
+    return answer, dict(sink.documents[answer.trace.trace_id]), retriever, server
+
+
+def kinds(doc: dict[str, Any]) -> list[str]:
+    return [step["kind"] for step in doc["steps"]]
+
+
+def final(doc: dict[str, Any]) -> dict[str, Any]:
+    step = doc["steps"][-1]
+    assert step["kind"] == "answer" and step["decision"] == "final"
+    return dict(step)
+
+
+def jaws_model(**kwargs: Any) -> ChatModel:
+    return ChatModel(
+        {
+            "reasoner": [
+                reason("Find who directed Jaws.", True),
+                reason("Spielberg directed it; find his birth date.", True),
+                reason("Spielberg was born in 1946.", False),
+            ],
+            "identifier": [
+                entities(("Jaws", ["Jaws director", "Jaws 1975 film"])),
+                entities(("Steven Spielberg", ["Steven Spielberg born"])),
+            ],
+        },
+        summaries={
+            "Jaws": "Jaws (1975) was directed by Steven Spielberg.",
+            "Steven Spielberg": "Steven Spielberg was born on December 18, 1946.",
+        },
+        answer="1946",
+        **kwargs,
+    )
+
+
+def test_the_none_rule_is_exact_not_a_substring() -> None:
+    for dropped in ("None", "None.", "none", " NONE. ", "None..", "\nnone\n"):
+        assert is_none(dropped), dropped
+    for kept in ("Nonetheless, Donner directed it.", "None of the passages name a date, but 1946.", "Non"):
+        assert not is_none(kept), kept
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-followup"])
+async def test_two_hops_build_the_outline_and_stop_when_the_reasoner_says_so(flavour: str) -> None:
+    model = jaws_model()
+    answer, doc, retriever, server = await run(model, flavour=flavour)
+    answer.raise_for_error()
+    assert answer.text == "1946"
+    assert kinds(doc) == [
+        "reason", "identify", "retrieve", "summarize",
+        "reason", "identify", "retrieve", "summarize",
+        "reason", "answer",
+    ]  # fmt: skip
+    assert final(doc)["decided_by"] == "reasoner" and final(doc)["details"]["iterations"] == 3
+    # One batch (one _msearch) per step, with every keyword of the step.
+    assert retriever.batches == [["Jaws director", "Jaws 1975 film"], ["Steven Spielberg born"]]
+    # The outline — one heading per entity, its facts below — is in every later prompt.
+    outline = "## Jaws\n- Jaws (1975) was directed by Steven Spielberg."
+    later = server.prompts[server.prompts.index(next(p for p in server.prompts if "Passages about Jaws" in p)) + 1 :]
+    assert later and all(outline in prompt for prompt in later)
+    answer_prompt = server.prompts[-1]
+    assert outline + "\n\n## Steven Spielberg\n- Steven Spielberg was born on December 18, 1946." in answer_prompt
+    # JSON roles ask for schema-constrained output in the server's dialect.
+    json_requests = [r for r in server.requests if "response_format" in r]
+    assert len(json_requests) == 5
+    expected = "json_schema" if flavour == "vllm" else "json_object"
+    assert {r["response_format"]["type"] for r in json_requests} == {expected}
+    cited = [c.id for c in answer.citations]
+    assert "p-jaws" in cited and "p-spielberg" in cited
+    for key in ("retrievals", "llm_calls", "tokens_in", "tokens_out"):
+        assert doc["totals"][key] == sum(step[key] for step in doc["steps"]), key
+
+
+async def test_no_retrieval_when_the_reasoner_needs_none() -> None:
+    answer, doc, retriever, _ = await run(ChatModel(answer="Paris"))
+    assert answer.text == "Paris"
+    assert kinds(doc) == ["reason", "answer"] and retriever.batches == []
+    assert doc["steps"][0]["decision"] == "final" and final(doc)["decided_by"] == "reasoner"
+
+
+async def test_at_most_five_iterations_then_one_final_answer() -> None:
+    model = ChatModel(
+        defaults={
+            "reasoner": reason("Still missing something.", True),
+            "identifier": entities(("Jaws", ["Jaws"])),
+        },
+        summaries={"Jaws": "Jaws is a film."},
+        answer="x",
+    )
+    options = AskOptions(budget=Budget(max_steps=10, max_retrievals=10, max_llm_calls=100))
+    answer, doc, retriever, _ = await run(model, options)
+    answer.raise_for_error()
+    assert kinds(doc).count("reason") == 5 and kinds(doc).count("answer") == 1
+    assert final(doc)["decided_by"] == "iteration-limit"
+    assert len(retriever.batches) == 5
+    # Passages already summarised for an entity are not summarised again.
+    assert kinds(doc).count("summarize") == 1
+
+
+async def test_retrieval_budget_and_no_entities_stop_the_loop() -> None:
+    model = ChatModel(
+        defaults={"reasoner": reason("more", True), "identifier": entities(("Jaws", ["Jaws"]))},
+        summaries={"Jaws": "Jaws is a film."},
+    )
+    _, doc, retriever, _ = await run(model, AskOptions(budget=Budget(max_retrievals=2)))
+    assert len(retriever.batches) == 2 and final(doc)["decided_by"] == "retrieval-budget"
+    nobody = ChatModel(defaults={"reasoner": reason("more", True)})
+    _, doc, retriever, _ = await run(nobody)
+    assert retriever.batches == [] and final(doc)["decided_by"] == "no-entities"
+    assert kinds(doc) == ["reason", "identify", "answer"]
+
+
+async def test_summaries_that_are_exactly_none_are_dropped() -> None:
+    model = ChatModel(
+        {
+            "reasoner": [reason("Look up all three.", True)],
+            "identifier": [entities(("Jaws", ["Jaws"]), ("Lethal Weapon", ["Lethal"]), ("Richard Donner", ["Donner"]))],
+        },
+        summaries={"Jaws": "None.", "Lethal Weapon": "none", "Richard Donner": "Nonetheless, Donner directed it."},
+    )
+    answer, doc, retriever, server = await run(model)
+    answer.raise_for_error()
+    summaries = [s for s in doc["steps"] if s["kind"] == "summarize"]
+    assert [(s["details"]["entity"], s["details"]["dropped"]) for s in summaries] == [
+        ("Jaws", True),
+        ("Lethal Weapon", True),
+        ("Richard Donner", False),
+    ]
+    assert retriever.batches == [["Jaws", "Lethal", "Donner"]]  # 3 entities, one batch
+    answer_prompt = server.prompts[-1]
+    assert "## Richard Donner\n- Nonetheless, Donner directed it." in answer_prompt
+    assert "## Jaws" not in answer_prompt and "## Lethal Weapon" not in answer_prompt
+
+
+async def test_summaries_of_different_entities_run_concurrently() -> None:
+    model = ChatModel(
+        {
+            "reasoner": [reason("Look up all three.", True)],
+            "identifier": [entities(("Jaws", ["Jaws"]), ("Lethal Weapon", ["Lethal"]), ("Richard Donner", ["Donner"]))],
+        },
+        summaries=lambda entity, prompt: f"{entity} is in the passages.",
+    )
+    delay = 0.4
+    started = time.monotonic()
+    answer, doc, _, server = await run(model, delay_first=100, delay_s=delay)
+    answer.raise_for_error()
+    summaries = [s for s in doc["steps"] if s["kind"] == "summarize"]
+    assert len(summaries) == 3 and server.max_in_flight == 3
+    wall = summaries[0]["details"]["wall_ms"] / 1000
+    assert delay <= wall < 2 * delay, wall
+    assert time.monotonic() - started < 7 * delay  # 5 sequential calls + 1 concurrent batch of 3
+
+
+async def test_alias_linking_by_key_and_by_same_as() -> None:
+    model = ChatModel(
+        {
+            "reasoner": [reason("Who directed Jaws?", True), reason("More on the director.", True)],
+            "identifier": [
+                entities(("Steven Spielberg", ["Spielberg"]), ("Jaws (film)", ["Jaws"])),
+                # A key-equal spelling, and a new name the model says is a known entity.
+                entities(("The Jaws", ["Jaws shark"]), ("Spielberg", ["Spielberg career"], "Steven Spielberg")),
+            ],
+        },
+        summaries={"Steven Spielberg": "Spielberg directed Jaws.", "Jaws (film)": "Jaws is a 1975 film."},
+    )
+    answer, doc, retriever, server = await run(model)
+    answer.raise_for_error()
+    second = [s for s in doc["steps"] if s["kind"] == "identify"][1]
+    assert second["details"]["links"] == [
+        {"name": "The Jaws", "entity": "Jaws (film)", "how": "key"},
+        {"name": "Spielberg", "entity": "Steven Spielberg", "how": "same_as"},
+    ]
+    # Searched under the known entities; everything found was already seen for them: no new summary.
+    assert retriever.batches[1] == ["Jaws shark", "Spielberg career"]
+    assert sum(1 for s in doc["steps"] if s["kind"] == "summarize") == 2
+    assert server.prompts[-1].count("## Steven Spielberg") == 1
+    identifier_prompts = [p for p in server.prompts if "Find the entities" in p]
+    assert "Known entities: Steven Spielberg; Jaws (film)" in identifier_prompts[1]
+    assert server.prompts[-1].count("## Jaws (film)") == 1
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-followup"])
+async def test_malformed_json_is_repaired_once(flavour: str) -> None:
+    model = jaws_model()
+    model.queues["reasoner"].insert(0, '{"thought": "Find who directed Jaws", "need_retr')
+    answer, doc, _, server = await run(model, flavour=flavour)
+    answer.raise_for_error()
+    first = doc["steps"][0]
+    assert first["kind"] == "reason" and first["details"]["repaired"] is True and first["llm_calls"] == 2
+    assert server.requests[1]["messages"][-1]["content"].startswith("Your reply could not be used")
+
+
+async def test_malformed_json_twice_fails_cleanly_with_a_trace() -> None:
+    model = ChatModel({"identifier": ["no json at all", '{"wrong": 1}']}, defaults={"reasoner": reason("x", True)})
+    answer, doc, retriever, server = await run(model)
+    assert isinstance(answer.error, LLMOutputError) and answer.text is None
+    assert doc["status"] == "error" and doc["error"]["type"] == "LLMOutputError"
+    failed = doc["steps"][-1]
+    assert failed["kind"] == "identify" and failed["llm_calls"] == 2
+    assert "no json at all" in failed["output"] and '{"wrong": 1}' in failed["output"]
+    assert "entities" in failed["error"]
+    assert len(server.requests) == 3 and retriever.batches == []  # reasoner + identifier + its one repair
