@@ -1,0 +1,227 @@
+"""Company documents: a directory tree of ``.md``, ``.txt``, ``.html``, ``.pdf`` and ``.docx`` files.
+
+Incremental by content: every chunk carries its file's ``content_sha`` (SHA-256 of the bytes) and the
+file's chunk count (``metadata.chunks``). Before a load the index is asked, with one composite
+aggregation, which (path, sha) pairs it holds and how many chunks of each; a file whose sha matches and
+whose chunks are all there is skipped. A changed file's chunks are overwritten in place (``_id`` =
+``<doc_id>-<n>``, ``doc_id`` = SHA-1 of the absolute path) and its surplus old chunks are deleted; files
+under the root that are gone from the tree have all their chunks deleted.
+
+Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
+be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
+an unreadable directory — when its library fails on it (a corrupt PDF), or when it yields no text (an
+empty file). Such a file's earlier chunks, if any, are left in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hopsearch.loaders.chunking import chunk_blocks
+from hopsearch.loaders.extract import EXTRACTORS, extract
+from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
+from hopsearch.loaders.pipeline import run_load
+from hopsearch.service.errors import InputError
+from hopsearch.service.esclient import body_of, call
+from hopsearch.service.store import Store
+from hopsearch.service.types import Embedder
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+#: path -> [(content_sha, chunks present, chunks expected)]
+State = dict[str, list[tuple[str, int, int | None]]]
+
+
+def doc_id_of(path: str) -> str:
+    return hashlib.sha1(path.encode()).hexdigest()[:20]
+
+
+class DocsSource:
+    """The files under ``root`` as batches of chunks; files unchanged against ``state`` are skipped."""
+
+    kind = "docs"
+
+    def __init__(self, root: Path, state: State, *, min_words: int = 100, max_words: int = 200) -> None:
+        self.path = root
+        self.state = state
+        self.min_words = min_words
+        self.max_words = max_words
+        self.walk_errors: list[tuple[str, str]] = []
+        self.files = self._walk()
+        self.seen: set[str] = set(self.files)
+        self.changed: dict[str, int] = {}  # path -> chunk count of the new version
+
+    def _walk(self) -> list[str]:
+        found: list[str] = []
+
+        def on_error(exc: OSError) -> None:
+            self.walk_errors.append((str(exc.filename), f"unreadable directory: {exc.strerror or exc}"))
+
+        for folder, dirs, names in os.walk(self.path, onerror=on_error):
+            dirs.sort()
+            for name in sorted(names):
+                if Path(name).suffix.lower() in EXTRACTORS:
+                    found.append(os.path.join(folder, name))
+        return found
+
+    def total(self) -> int | None:
+        return len(self.files) + len(self.walk_errors)
+
+    def _read(self, path: str) -> tuple[bytes, os.stat_result]:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError as exc:
+            kind = "broken symlink" if os.path.islink(path) else "file disappeared"
+            raise InputError(f"unreadable: {kind} ({exc.strerror})") from exc
+        except OSError as exc:
+            raise InputError(f"unreadable: {exc.strerror or exc}") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError("unreadable: not a regular file (FIFO, socket or device)")
+        if info.st_size > MAX_FILE_BYTES:
+            raise InputError(f"file larger than {MAX_FILE_BYTES} bytes")
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(), info
+        except OSError as exc:
+            raise InputError(f"unreadable: {exc.strerror or exc}") from exc
+
+    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+        stamp = datetime.now(UTC).isoformat()
+        batch = SourceBatch(after=start_after, one_doc_per_position=False)
+        root = str(self.path)
+        entries = [(p, None) for p in self.files] + [(p, why) for p, why in self.walk_errors]
+        for position, (path, walk_error) in enumerate(entries, start=1):
+            if position <= start_after or (limit is not None and position > start_after + limit):
+                continue
+            batch.read += 1
+            batch.last = position
+            batch.progress = position
+            where = {"file": path}
+            if walk_error is not None:
+                batch.reject(position, where, walk_error)
+                continue
+            try:
+                data, info = self._read(path)
+                sha = hashlib.sha256(data).hexdigest()
+                known = self.state.get(path, [])
+                if len(known) == 1 and known[0][0] == sha and known[0][1] == known[0][2]:
+                    batch.skipped += 1
+                    continue
+                title, blocks = extract(Path(path).suffix, data)
+                chunks = chunk_blocks(blocks, min_words=self.min_words, max_words=self.max_words)
+                if not chunks:
+                    raise InputError("no text extracted (empty document)")
+            except InputError as exc:
+                batch.reject(position, where, exc.reason)
+                continue
+            doc_id = doc_id_of(path)
+            self.changed[path] = len(chunks)
+            meta = {
+                "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+                "size": info.st_size,
+                "type": Path(path).suffix.lower().lstrip("."),
+                "chunks": len(chunks),
+                "root": root,
+            }
+            for n, chunk in enumerate(chunks):
+                body: dict[str, Any] = {
+                    "title": title or Path(path).stem,
+                    "text": chunk.text,
+                    "source": "docs",
+                    "doc_id": doc_id,
+                    "chunk": n,
+                    "path": path,
+                    "url": Path(path).as_uri(),
+                    "headings": list(chunk.headings),
+                    "metadata": meta,
+                    "content_sha": sha,
+                    "indexed_at": stamp,
+                }
+                batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
+            if len(batch.ids) >= batch_size:
+                yield batch
+                batch = SourceBatch(after=position, one_doc_per_position=False)
+        if batch.read:
+            yield batch
+
+
+async def existing_state(store: Store, root: Path, index: str | None = None) -> State:
+    """What the index holds for files under ``root`` (one composite aggregation, paged)."""
+    name = index or store.settings.passages_alias
+    if not await store.exists(name):
+        return {}
+    query = {"bool": {"filter": [{"term": {"source": "docs"}}, {"prefix": {"path": f"{root}{os.sep}"}}]}}
+    sources = [{"path": {"terms": {"field": "path"}}}, {"sha": {"terms": {"field": "content_sha"}}}]
+    state: State = {}
+    after: dict[str, Any] | None = None
+    while True:
+        composite: dict[str, Any] = {"size": 1000, "sources": sources}
+        if after:
+            composite["after"] = after
+        aggs = {"files": {"composite": composite, "aggs": {"expected": {"max": {"field": "metadata.chunks"}}}}}
+        response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
+        files = response["aggregations"]["files"]
+        for bucket in files["buckets"]:
+            value = bucket["expected"].get("value")
+            expected = int(value) if value is not None else None
+            state.setdefault(bucket["key"]["path"], []).append(
+                (bucket["key"]["sha"], int(bucket["doc_count"]), expected)
+            )
+        after = files.get("after_key")
+        if not after or not files["buckets"]:
+            return state
+
+
+async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> int:
+    deleted = 0
+    for start in range(0, len(clauses), 200):
+        query = {"bool": {"should": clauses[start : start + 200], "minimum_should_match": 1}}
+        response = body_of(
+            await call(
+                store.client.delete_by_query(index=index, body={"query": query}, refresh=True, conflicts="proceed"),
+                "delete stale chunks",
+            )
+        )
+        deleted += int(response.get("deleted", 0))
+    return deleted
+
+
+def _directory(root: Path) -> Path:
+    if not root.is_dir():
+        raise InputError("not a directory", source=str(root))
+    return root.resolve()
+
+
+async def load_docs(
+    store: Store,
+    root: Path,
+    options: LoadOptions | None = None,
+    *,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+) -> LoadReport:
+    """Index (incrementally) the documents under ``root``; the report counts files."""
+    root = _directory(root)
+    options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
+    state = {} if options.rebuild else await existing_state(store, root)
+    source = DocsSource(root, state)
+    report = await run_load(store, source, options, embedder=embedder, progress=progress)
+    clauses: list[dict[str, Any]] = []
+    for path, count in source.changed.items():
+        if path in state:
+            clauses.append({"bool": {"filter": [{"term": {"path": path}}, {"range": {"chunk": {"gte": count}}}]}})
+    gone = [path for path in state if path not in source.seen]
+    clauses += [{"term": {"path": path}} for path in gone]
+    deleted = await _delete(store, report.index, clauses) if clauses else 0
+    extra = {"files_new_or_changed": len(source.changed), "files_removed": len(gone)}
+    return dataclasses.replace(report, deleted=deleted, extra=extra)

@@ -1,0 +1,114 @@
+"""DPR Wikipedia passages: ``psgs_w100.tsv`` or ``.tsv.gz`` (header ``id	text	title``).
+
+Fields are CSV-quoted with doubled quotes, so every line goes through the ``csv`` module (tab
+delimiter, strict quoting). Lines are read as bytes and decoded one by one, so one bad line is one
+rejection: invalid UTF-8, bad quoting, a wrong column count, an empty id or text each go to the dead
+letters with the line number and byte offset (of the decompressed stream). Blank lines are skipped.
+Positions are line numbers (the header is line 1); ``_id`` is the DPR id. Memory is constant: a batch
+at a time.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from hopsearch.loaders.model import SourceBatch
+
+csv.field_size_limit(1 << 24)
+
+HEADER = ("id", "text", "title")
+MAX_ID_BYTES = 512
+
+
+def open_lines(path: Path) -> tuple[BinaryIO | gzip.GzipFile, BinaryIO]:
+    """``(lines, raw)``: the (decompressed) byte stream and the file whose ``tell()`` measures progress."""
+    raw = path.open("rb", buffering=1 << 20)
+    if path.suffix == ".gz":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    return raw, raw
+
+
+class DprSource:
+    """Streams ``psgs_w100.tsv[.gz]`` as batches of passages."""
+
+    kind = "dpr"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def total(self) -> int | None:
+        return self.path.stat().st_size
+
+    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+        file = str(self.path)
+        stamp = datetime.now(UTC).isoformat()
+        lines, raw = open_lines(self.path)
+        reader = csv.reader
+        with raw, lines:
+            batch = SourceBatch(after=start_after)
+            offset = 0
+            budget = limit if limit is not None else -1
+            for number, line in enumerate(lines, start=1):
+                here = offset
+                offset += len(line)
+                if number <= start_after:
+                    continue
+                if number == 1 and line.rstrip(b"\r\n").split(b"\t") == [h.encode() for h in HEADER]:
+                    batch.after = 1
+                    continue
+                if budget == 0:
+                    break
+                budget -= 1
+                batch.read += 1
+                batch.last = number
+                try:
+                    text = line.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    where = {"file": file, "line": number, "offset": here}
+                    batch.reject(number, where, f"invalid UTF-8 at byte {exc.start}", repr(line[:300]))
+                    continue
+                if not text.strip():
+                    batch.skipped += 1
+                    continue
+                if '"' in text:
+                    try:
+                        fields = next(reader((text,), delimiter="\t", strict=True))
+                    except csv.Error as exc:
+                        where = {"file": file, "line": number, "offset": here}
+                        batch.reject(number, where, f"bad quoting: {exc}", text[:300])
+                        continue
+                else:
+                    fields = text.split("\t")
+                reason = _check(fields)
+                if reason is not None:
+                    batch.reject(number, {"file": file, "line": number, "offset": here}, reason, text[:300])
+                    continue
+                pid, passage, title = fields
+                body = {"title": title, "text": passage, "source": "dpr", "doc_id": pid, "indexed_at": stamp}
+                batch.add(number, pid, body, {"file": file, "line": number, "offset": here})
+                if batch.read >= batch_size:
+                    batch.progress = raw.tell()
+                    yield batch
+                    batch = SourceBatch(after=number)
+            if batch.read or batch.after != start_after:
+                batch.progress = raw.tell()
+                batch.last = batch.last or batch.after
+                yield batch
+
+
+def _check(fields: list[str]) -> str | None:
+    if len(fields) != 3:
+        return f"expected 3 tab-separated fields (id, text, title), found {len(fields)}"
+    pid, passage, _ = fields
+    if not pid.strip():
+        return "empty id"
+    if len(pid.encode()) > MAX_ID_BYTES:
+        return f"id longer than {MAX_ID_BYTES} bytes"
+    if not passage.strip():
+        return "empty text"
+    return None

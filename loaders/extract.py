@@ -1,0 +1,155 @@
+"""Text and structure out of company documents, with maintained libraries.
+
+``.md`` markdown-it-py · ``.txt`` blank-line paragraphs · ``.html``/``.htm`` selectolax (Lexbor) ·
+``.pdf`` pypdf · ``.docx`` python-docx. Every extractor returns the document title (``None`` when the
+file has none) and a list of :class:`Block` in reading order: headings (with their level) and
+paragraphs. A file that a library cannot read raises :class:`InputError` with the library's reason.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hopsearch.service.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    text: str
+    level: int = 0  # 0: paragraph; 1..6: heading level
+
+
+_BLANK = re.compile(r"\n\s*\n")
+_SPACE = re.compile(r"[ \t\r\f\v]+")
+
+
+def _paragraphs(text: str) -> list[Block]:
+    out = []
+    for part in _BLANK.split(text):
+        clean = " ".join(_SPACE.sub(" ", line).strip() for line in part.splitlines() if line.strip())
+        if clean:
+            out.append(Block(clean))
+    return out
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def extract_txt(data: bytes) -> tuple[str | None, list[Block]]:
+    return None, _paragraphs(_decode(data))
+
+
+def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(_decode(data))
+    blocks: list[Block] = []
+    level = 0
+    for token in tokens:
+        if token.type == "heading_open":
+            level = int(token.tag[1])
+        elif token.type == "heading_close":
+            level = 0
+        elif token.type == "inline" and token.content.strip():
+            blocks.append(Block(" ".join(token.content.split()), level))
+        elif token.type in ("fence", "code_block") and token.content.strip():
+            blocks.append(Block(token.content.strip()))
+    title = next((b.text for b in blocks if b.level == 1), None)
+    return title, blocks
+
+
+_HTML_BLOCKS = "h1,h2,h3,h4,h5,h6,p,li,pre,blockquote,td,th,dt,dd,figcaption"
+
+
+def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(_decode(data))
+    for node in tree.css("script,style,noscript,template"):
+        node.decompose()
+    title_node = tree.css_first("title")
+    title = title_node.text(strip=True) if title_node is not None else None
+    blocks: list[Block] = []
+    for node in tree.css(_HTML_BLOCKS):
+        if len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
+            continue  # its inner blocks come on their own
+        text = " ".join(node.text(separator=" ").split())
+        if text:
+            tag = node.tag or ""
+            blocks.append(Block(text, int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0))
+    if not blocks and tree.body is not None:
+        blocks = _paragraphs(tree.body.text(separator="\n"))
+    return title or next((b.text for b in blocks if b.level == 1), None), blocks
+
+
+def extract_pdf(data: bytes) -> tuple[str | None, list[Block]]:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta = reader.metadata
+        title = str(meta.title) if meta is not None and meta.title else None
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        raise InputError(f"unreadable PDF: {type(exc).__name__}: {exc}") from exc
+    blocks: list[Block] = []
+    for page in pages:
+        blocks.extend(_paragraphs(page))
+    return title, blocks
+
+
+def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
+    import zipfile
+
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise InputError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
+    blocks: list[Block] = []
+    for para in document.paragraphs:
+        text = " ".join(para.text.split())
+        if not text:
+            continue
+        style = (para.style.name if para.style is not None else "") or ""
+        match = re.fullmatch(r"Heading (\d)", style)
+        level = 1 if style == "Title" else int(match.group(1)) if match else 0
+        blocks.append(Block(text, level))
+    for table in document.tables:
+        for row in table.rows:
+            cells = " | ".join(" ".join(c.text.split()) for c in row.cells)
+            if cells.strip(" |"):
+                blocks.append(Block(cells))
+    title = document.core_properties.title or next((b.text for b in blocks if b.level == 1), None)
+    return title, blocks
+
+
+EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
+    ".md": extract_md,
+    ".markdown": extract_md,
+    ".txt": extract_txt,
+    ".html": extract_html,
+    ".htm": extract_html,
+    ".pdf": extract_pdf,
+    ".docx": extract_docx,
+}
+
+
+def extract(suffix: str, data: bytes) -> tuple[str | None, list[Block]]:
+    """Title and blocks of a file's bytes, by its suffix (see :data:`EXTRACTORS`)."""
+    try:
+        return EXTRACTORS[suffix.lower()](data)
+    except InputError:
+        raise
+    except Exception as exc:  # a library's own failure on a malformed file, whatever its type
+        raise InputError(f"cannot extract {suffix} text: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,282 @@
+"""The bulk pipeline every loader shares: read → (embed) → several streaming-bulk workers → checkpoint.
+
+```
+source.batches() ──► raw queue ──► embed stage (thread) ──► send queue ──► N workers ──► tracker
+   (parse, rejects)      bounded        (only with vectors)      bounded      async_streaming_bulk   checkpoint
+```
+
+The queues are bounded, so memory stays constant whatever the corpus size. Each worker sends one batch
+as one ``_bulk`` request through the client library's ``async_streaming_bulk`` (which retries 429s
+with exponential back-off); bodies are serialised once with orjson and passed through the helper as
+ready lines. The tracker accounts batches in source order, advances the checkpoint over the contiguous
+acknowledged prefix and writes rejected items to the dead letters with their source position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hopsearch.loaders.checkpoint import (
+    Checkpoint,
+    DeadLetters,
+    default_paths,
+    read_checkpoint,
+    write_checkpoint,
+)
+from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
+from hopsearch.loaders.target import load_time_settings, open_target
+from hopsearch.service.errors import ConfigError, HopsearchError, StoreError
+from hopsearch.service.esclient import translate
+from hopsearch.service.store import Store
+from hopsearch.service.types import Embedder
+
+log = logging.getLogger(__name__)
+
+#: Only what the helper reads from a bulk answer: a fraction of the JSON to parse.
+BULK_FILTER = "errors,items.*._id,items.*.status,items.*.error"
+
+
+def _identity(action: Any) -> Any:
+    return action
+
+
+def serialise(index: str, batch: SourceBatch, as_text: bool) -> list[tuple[Any, Any]]:
+    """``(action line, source line)`` pairs, ready for the helper (str for elasticsearch7)."""
+    dumps = orjson.dumps
+    head = b'{"index":{"_index":' + dumps(index) + b',"_id":'
+    pairs = [(head + dumps(i) + b"}}", dumps(b)) for i, b in zip(batch.ids, batch.bodies, strict=True)]
+    if as_text:
+        return [(h.decode(), d.decode()) for h, d in pairs]
+    return pairs
+
+
+class _Tracker:
+    """Accounts finished batches in order and keeps the checkpoint of the acknowledged prefix."""
+
+    def __init__(self, checkpoint: Checkpoint, path: Path, letters: DeadLetters, progress: Progress) -> None:
+        self.checkpoint = checkpoint
+        self.path = path
+        self.letters = letters
+        self.progress = progress
+        self.next_seq = 0
+        self.finished: dict[int, tuple[SourceBatch, int, int, int]] = {}
+
+    def finish(self, seq: int, batch: SourceBatch, ok: list[bool], failures: list[Mapping[str, Any]]) -> None:
+        failed_pos: set[int] = set()
+        if failures:
+            index_of = {doc_id: i for i, doc_id in enumerate(batch.ids)}
+            for info in failures:
+                _, item = next(iter(info.items()))
+                i = index_of.get(str(item.get("_id")), -1)
+                error = item.get("error")
+                reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
+                pos = batch.doc_pos[i] if i >= 0 else batch.last
+                where = {**batch.locs[i], "_id": item.get("_id")} if i >= 0 else {"_id": item.get("_id")}
+                self.letters.write(Rejection(pos, where, f"HTTP {item.get('status')}: {reason}"))
+                failed_pos.add(pos)
+        acked = sum(ok)
+        if batch.one_doc_per_position:
+            indexed = acked
+        else:
+            indexed = len({p for p, good in zip(batch.doc_pos, ok, strict=False) if good} - failed_pos)
+        rejected = len(batch.rejections) + len(failed_pos)
+        self.finished[seq] = (batch, indexed, rejected, acked)
+        self._advance()
+
+    def _advance(self) -> None:
+        moved = False
+        ck = self.checkpoint
+        while self.next_seq in self.finished:
+            batch, indexed, rejected, acked = self.finished.pop(self.next_seq)
+            ck = ck.advanced(
+                position=batch.last,
+                progress=batch.progress,
+                read=ck.read + batch.read,
+                indexed=ck.indexed + indexed,
+                rejected=ck.rejected + rejected,
+                skipped=ck.skipped + batch.skipped,
+                documents=ck.documents + acked,
+            )
+            self.next_seq += 1
+            moved = True
+        if moved:
+            self.checkpoint = ck
+            self.letters.flush()
+            write_checkpoint(self.path, ck)
+            self.progress.update(ck.progress, ck.read, ck.indexed, ck.rejected, ck.skipped)
+
+
+async def _pump(
+    store: Store,
+    source: Source,
+    index: str,
+    options: LoadOptions,
+    embedder: Embedder | None,
+    tracker: _Tracker,
+) -> None:
+    start = tracker.checkpoint.position
+    limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
+    workers = max(1, options.workers)
+    raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
+    send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers * 2)
+    as_text = store.info.major < 8
+    helpers = store.helpers
+
+    async def produce() -> None:
+        out = raw if embedder is not None else send
+        for seq, batch in enumerate(source.batches(start, options.batch_size, limit)):
+            for rejection in batch.rejections:
+                tracker.letters.write(rejection)
+            await out.put((seq, batch))
+        if embedder is not None:
+            await raw.put(None)
+        else:
+            for _ in range(workers):
+                await send.put(None)
+
+    async def embed() -> None:
+        assert embedder is not None
+        while (item := await raw.get()) is not None:
+            batch = item[1]
+            if batch.bodies:
+                texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
+                vectors = await embedder.embed(texts)
+                for body, vector in zip(batch.bodies, vectors, strict=True):
+                    body["embedding"] = vector
+            await send.put(item)
+        for _ in range(workers):
+            await send.put(None)
+
+    async def work() -> None:
+        while (item := await send.get()) is not None:
+            seq, batch = item
+            ok: list[bool] = []
+            failures: list[Mapping[str, Any]] = []
+            if batch.ids:
+                actions = serialise(index, batch, as_text)
+                stream = helpers.async_streaming_bulk(
+                    store.client,
+                    actions,
+                    chunk_size=len(actions),
+                    max_chunk_bytes=200 * 1024 * 1024,
+                    expand_action_callback=_identity,
+                    raise_on_error=False,
+                    raise_on_exception=True,
+                    max_retries=options.max_retries,
+                    initial_backoff=options.initial_backoff,
+                    max_backoff=30,
+                    filter_path=BULK_FILTER,
+                )
+                try:
+                    async for success, info in stream:
+                        ok.append(bool(success))
+                        if not success:
+                            failures.append(info)
+                except Exception as exc:
+                    if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
+                        raise translate(exc, "bulk") from exc
+                    raise
+            tracker.finish(seq, batch, ok, failures)
+
+    tasks = [asyncio.create_task(produce(), name="produce")]
+    if embedder is not None:
+        tasks.append(asyncio.create_task(embed(), name="embed"))
+    tasks += [asyncio.create_task(work(), name=f"bulk-{i}") for i in range(workers)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_load(
+    store: Store,
+    source: Source,
+    options: LoadOptions | None = None,
+    *,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+) -> LoadReport:
+    """Load ``source`` into the passages index (or a new version with ``rebuild``); see the module doc."""
+    options = options or LoadOptions()
+    progress = progress or NoProgress()
+    settings = store.settings
+    ck_default, dl_default = default_paths(settings.state_dir, settings.index_prefix, source.kind, source.path)
+    ck_path = options.checkpoint or ck_default
+    dl_path = options.dead_letter or dl_default
+    resolved = str(source.path.resolve())
+    size = source.total() or 0
+    previous = read_checkpoint(ck_path) if options.resume else None
+    if previous is not None and (previous.source != resolved or previous.kind != source.kind):
+        raise ConfigError(f"checkpoint {ck_path} belongs to {previous.kind} load of {previous.source}")
+    if previous is not None and previous.source_size != size:
+        raise ConfigError(f"{source.path} changed since checkpoint {ck_path} was written; start over")
+    if previous is not None and previous.done:
+        log.info("checkpoint %s says this load is complete", ck_path)
+        return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
+    if options.resume and previous is None:
+        log.warning("no checkpoint at %s: starting from the beginning", ck_path)
+    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous)
+    began = time.monotonic()
+    async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:
+        checkpoint = previous or Checkpoint(
+            kind=source.kind,
+            source=resolved,
+            source_size=size,
+            index=index,
+            swap_alias=swap,
+            embed=embedder is not None,
+            restore_settings=restore,
+        )
+        write_checkpoint(ck_path, checkpoint, sync=True)
+        letters = DeadLetters(dl_path, source=str(source.path), keep_through=previous.position if previous else None)
+        tracker = _Tracker(checkpoint, ck_path, letters, progress)
+        progress.start(source.total(), checkpoint.progress, checkpoint.read)
+        try:
+            await _pump(store, source, index, options, embedder, tracker)
+        except HopsearchError as exc:
+            write_checkpoint(ck_path, tracker.checkpoint, sync=True)
+            at = tracker.checkpoint.position
+            note = f"; load stopped after position {at}, checkpoint {ck_path}: rerun with --resume"
+            if isinstance(exc, StoreError):
+                raise type(exc)(f"{exc}{note}", details={**exc.details, "checkpoint": str(ck_path)}) from exc
+            raise
+        finally:
+            letters.close()
+    if options.refresh:
+        await store.refresh(index)
+    if swap:
+        await store.swap_alias(index, delete_old=not options.keep_old)
+    # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
+    exhausted = options.limit is None or tracker.checkpoint.read < options.limit
+    final = tracker.checkpoint.advanced(done=exhausted)
+    write_checkpoint(ck_path, final, sync=True)
+    seconds = time.monotonic() - began
+    return _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
+
+
+def _report(
+    ck: Checkpoint, source: Source, seconds: float, dl_path: Path, ck_path: Path, *, resumed_from: int
+) -> LoadReport:
+    return LoadReport(
+        kind=source.kind,
+        source=str(source.path),
+        index=ck.index,
+        read=ck.read,
+        indexed=ck.indexed,
+        rejected=ck.rejected,
+        skipped=ck.skipped,
+        documents=ck.documents,
+        seconds=seconds,
+        dead_letter=str(dl_path),
+        checkpoint=str(ck_path),
+        resumed_from=resumed_from,
+        swapped_alias=ck.swap_alias,
+    )

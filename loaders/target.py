@@ -1,0 +1,63 @@
+"""Where a load writes and the index settings it runs under.
+
+The target is the concrete index behind the passages alias, a new passages version for ``--rebuild``
+(the alias moves to it atomically once it is full), or the index a checkpoint names on ``--resume``.
+While a load runs the index has ``refresh_interval: -1`` and no replicas; the previous values are
+restored afterwards, also when the load fails (if Elasticsearch cannot be reached then, the values stay
+in the checkpoint and the resumed load restores them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from hopsearch.loaders.checkpoint import Checkpoint
+from hopsearch.service.errors import ConfigError, StoreError
+from hopsearch.service.store import Store
+from hopsearch.service.types import Embedder
+
+log = logging.getLogger(__name__)
+
+LOAD_SETTINGS = {"refresh_interval": "-1", "number_of_replicas": 0}
+
+
+async def open_target(
+    store: Store, embedder: Embedder | None, *, rebuild: bool, previous: Checkpoint | None
+) -> tuple[str, bool]:
+    """``(index, swap_alias_when_done)``; refuses vectors of another embedder than the index's."""
+    if previous is not None:
+        if not await store.exists(previous.index):
+            raise ConfigError(
+                f"the checkpoint names index [{previous.index}], which no longer exists; "
+                "run the load again without --resume"
+            )
+        if embedder is not None:
+            await store.check_embedder(embedder.model_id, embedder.dims, index=previous.index)
+        return previous.index, previous.swap_alias
+    if rebuild:
+        return await store.create_passages_version(embedder), True
+    return await store.ensure_indices(embedder), False
+
+
+@asynccontextmanager
+async def load_time_settings(store: Store, index: str, restore: dict[str, Any] | None) -> AsyncIterator[dict[str, Any]]:
+    """Apply the load settings; yield the settings to restore (recorded in the checkpoint)."""
+    if restore is None:
+        current = await store.get_settings(index)
+        refresh = current.get("refresh_interval")
+        if refresh == "-1":
+            # Left over from a load that could not restore it: reset to the server default.
+            log.warning("index %s had refresh_interval -1 before the load; it will be reset", index)
+            refresh = None
+        restore = {"refresh_interval": refresh, "number_of_replicas": current.get("number_of_replicas", "1")}
+    await store.put_settings(index, LOAD_SETTINGS)
+    try:
+        yield restore
+    finally:
+        try:
+            await store.put_settings(index, restore)
+        except StoreError as exc:
+            log.warning("could not restore the settings of %s (%s); --resume restores them", index, exc)

@@ -1,0 +1,150 @@
+"""Loaders against real Elasticsearch 7.17 and 8.19 (``store`` is parametrised over both)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hopsearch.loaders.api import load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.model import LoadOptions
+from hopsearch.service.embedders.minilm import MiniLMEmbedder
+from hopsearch.service.errors import EmbedderMismatch
+from hopsearch.service.store import Store
+
+from tests.loader_files import write_dpr
+
+BAD_LINES = [
+    b'9001\t"unclosed quote\tBroken\n',
+    b"9002\tonly two columns\n",
+    b"9003\t\xff\xfe not utf-8\tBad\n",
+    b"9004\t\tEmpty\n",
+]
+
+
+def options(tmp_path: Path, **kw: Any) -> LoadOptions:
+    values: dict[str, Any] = {
+        "checkpoint": tmp_path / "load.checkpoint.json",
+        "dead_letter": tmp_path / "load.deadletter.jsonl",
+        "batch_size": 200,
+    }
+    values.update(kw)
+    return LoadOptions(**values)
+
+
+def dpr_with_bad_rows(path: Path, rows: int) -> tuple[list[str], list[int]]:
+    """``rows`` good passages with the bad lines spliced in; returns good ids and bad line numbers."""
+    ids = write_dpr(path, rows)
+    lines = path.read_bytes().splitlines(keepends=True)
+    bad_at = []
+    for k, bad in enumerate(BAD_LINES):
+        at = 1 + (k + 1) * rows // (len(BAD_LINES) + 1)
+        lines.insert(at, bad)
+        bad_at.append(at + 1)
+    path.write_bytes(b"".join(lines))
+    return ids, bad_at
+
+
+def read_letters(path: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in Path(path).read_bytes().splitlines()]
+
+
+async def all_ids(store: Store, index: str | None = None) -> list[str]:
+    response = await store.search(
+        index or store.settings.passages_alias, {"size": 10000, "_source": False, "query": {"match_all": {}}}
+    )
+    return sorted(hit["_id"] for hit in response["hits"]["hits"])
+
+
+async def test_dpr_load_reconciles_dead_letters_and_reruns_idempotently(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "psgs_w100.tsv"
+    ids, bad_at = dpr_with_bad_rows(path, 1500)
+    report = await load_dpr(store, path, options(tmp_path))
+    assert (report.read, report.indexed, report.rejected, report.skipped) == (1504, 1500, 4, 0)
+    assert report.reconciled and report.documents == 1500
+    assert await store.count() == 1500
+    assert await all_ids(store) == sorted(ids)
+    letters = read_letters(report.dead_letter)
+    assert sorted(entry["line"] for entry in letters) == bad_at
+    assert all(entry["file"] == str(path) and entry["offset"] > 0 and entry["reason"] for entry in letters)
+    index = await store.passages_index()
+    assert index is not None
+    assert (await store.get_settings(index))["refresh_interval"] == "1s"  # restored after the load
+
+    again = await load_dpr(store, path, options(tmp_path, workers=1))
+    assert (again.read, again.indexed, again.rejected) == (1504, 1500, 4)
+    await store.refresh()
+    assert await store.count() == 1500 and await all_ids(store) == sorted(ids)
+    assert len(read_letters(again.dead_letter)) == 4  # not appended twice
+
+
+async def test_elasticsearch_item_rejections_are_dead_lettered(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "a", "title": "A", "text": "alpha", "n": 5},
+        {"_id": "b", "title": "B", "text": "beta", "n": {"nested": "object where a number was mapped"}},
+        {"_id": "c", "title": "C", "text": "gamma", "n": 7},
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    first = await load_jsonl(store, path, options(tmp_path, batch_size=1, workers=1))
+    assert (first.read, first.indexed, first.rejected, first.skipped) == (3, 2, 1, 0)
+    letters = read_letters(first.dead_letter)
+    assert len(letters) == 1 and letters[0]["line"] == 2 and letters[0]["_id"] == "b"
+    assert "HTTP 400" in letters[0]["reason"] and "pars" in letters[0]["reason"]
+    assert await all_ids(store) == ["a", "c"]
+
+
+async def test_qa_contexts_of_a_question_file(store: Store, tmp_path: Path, shared_questions_path: Path) -> None:
+    report = await load_qa_contexts(store, shared_questions_path, options(tmp_path))
+    assert report.reconciled and report.rejected == 0 and report.indexed > 100
+    assert report.skipped > 0  # distractor paragraphs repeat across questions
+    assert await store.count() == report.indexed
+    again = await load_qa_contexts(store, shared_questions_path, options(tmp_path))
+    await store.refresh()
+    assert again.indexed == report.indexed and await store.count() == report.indexed
+
+
+async def test_rebuild_fills_a_new_version_and_swaps(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "psgs.tsv"
+    write_dpr(path, 300)
+    first = await load_dpr(store, path, options(tmp_path))
+    smaller = tmp_path / "psgs_small.tsv"
+    ids = write_dpr(smaller, 120, seed=3, start_id=5000)
+    rebuilt = await load_dpr(store, smaller, options(tmp_path, rebuild=True))
+    assert rebuilt.swapped_alias and rebuilt.index != first.index
+    assert await store.passages_index() == rebuilt.index
+    assert not await store.exists(first.index)
+    assert await all_ids(store) == sorted(ids)
+
+
+async def test_limit_then_resume_continues(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "psgs.tsv.gz"
+    ids = write_dpr(path, 700)
+    part = await load_dpr(store, path, options(tmp_path, limit=250))
+    assert part.read == 250 and part.indexed == 250
+    rest = await load_dpr(store, path, options(tmp_path, resume=True))
+    assert rest.resumed_from == 251 and rest.read == 700 and rest.indexed == 700 and rest.reconciled
+    assert await all_ids(store) == sorted(ids)
+
+
+async def test_vectors_with_the_embedder_and_refusal_on_bm25_index(
+    store: Store, tmp_path: Path, minilm: MiniLMEmbedder
+) -> None:
+    path = tmp_path / "c.jsonl"
+    rows = [{"_id": f"d{i}", "title": f"T{i}", "text": f"passage number {i} about rivers"} for i in range(12)]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    report = await load_jsonl(store, path, options(tmp_path, batch_size=5), embedder=minilm)
+    assert report.indexed == 12
+    doc = await store.get_document(store.settings.passages_alias, "d3")
+    assert doc is not None and len(doc["embedding"]) == minilm.dims
+    assert (await store.index_meta())["embedder"] == minilm.model_id
+
+    other = tmp_path / "other"
+    other.mkdir()
+    renamed = store.settings.model_copy(update={"index_prefix": store.settings.index_prefix + "b"})
+    bm25 = Store(renamed, store.client, store.info)
+    await load_jsonl(bm25, path, options(other))
+    with pytest.raises(EmbedderMismatch, match="BM25 only"):
+        await load_jsonl(bm25, path, options(other), embedder=minilm)
+    await bm25.client.indices.delete(index=f"{bm25.settings.index_prefix}-*")
