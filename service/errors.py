@@ -13,7 +13,15 @@
     │   ├── LLMUnavailable            connect errors, 429 and 5xx after every retry
     │   ├── LLMTimeout                the deadline passed
     │   └── LLMOutputError            the model's output could not be parsed (after the repair retry)
-    └── StrategyError                 a strategy could not finish (budget exhausted, no answer)
+    ├── StrategyError                 a strategy could not finish (budget exhausted, no answer)
+    └── ApiError                      the HTTP service refuses a request
+        ├── RequestInvalid            400 a field out of bounds or of the wrong shape (names the field)
+        ├── AuthenticationError       401 no API key (security_exception)
+        ├── AuthorizationError        403 an API key that is not accepted (security_exception)
+        ├── NotFound                  404 no such route, trace or outline
+        ├── MethodNotAllowed          405 the route exists, the method does not
+        ├── RequestTooLarge           413 the body is over the limit
+        └── TooManyRequests           429 too many questions at once (es_rejected_execution_exception)
 
 Library errors are wrapped with ``raise ... from exc`` so the cause stays in the traceback. Errors
 carry data (``status``, ``source``, ``position``, ``details``) for the HTTP layer and the CLI; their
@@ -122,3 +130,46 @@ class LLMOutputError(LLMError):
 class StrategyError(HopsearchError):
     error_type = "strategy_exception"
     status = 500
+
+
+class ApiError(HopsearchError):
+    error_type = "illegal_argument_exception"
+    status = 400
+
+
+class RequestInvalid(ApiError):
+    """A request field is invalid; ``field`` names it (``body.k``, ``query.stream``)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(f"[{field}] {message}" if field else message, details={"field": field})
+        self.field = field
+
+
+class AuthenticationError(ApiError):
+    error_type = "security_exception"
+    status = 401
+
+
+class AuthorizationError(ApiError):
+    error_type = "security_exception"
+    status = 403
+
+
+class NotFound(ApiError):
+    error_type = "resource_not_found_exception"
+    status = 404
+
+
+class MethodNotAllowed(ApiError):
+    error_type = "method_not_allowed_exception"
+    status = 405
+
+
+class RequestTooLarge(ApiError):
+    error_type = "content_too_long_exception"
+    status = 413
+
+
+class TooManyRequests(ApiError):
+    error_type = "es_rejected_execution_exception"
+    status = 429

@@ -103,11 +103,16 @@ async def probe(settings: Settings) -> ServerInfo:
     async with httpx.AsyncClient(
         headers=_auth_headers(settings), verify=_verify(settings), timeout=settings.es_request_timeout
     ) as http:
-        for url in settings.es_url:
+        for given in settings.es_url:
+            # user:password@ in a URL goes into the auth header, never into logged URLs or messages.
+            parsed = httpx.URL(given)
+            auth = (parsed.username, parsed.password) if parsed.username else None
+            url = str(parsed.copy_with(username=None, password=None)).rstrip("/")
             try:
                 response = await http.get(
                     f"{url}/_nodes/_local/plugins",
                     params={"filter_path": "nodes.*.version,nodes.*.modules.name,nodes.*.plugins.name"},
+                    auth=auth or httpx.USE_CLIENT_DEFAULT,
                 )
                 if response.status_code == 200:
                     nodes = list(response.json().get("nodes", {}).values())
@@ -117,7 +122,7 @@ async def probe(settings: Settings) -> ServerInfo:
                         names |= {p["name"] for p in node.get("plugins", [])}
                         return ServerInfo(number=str(node["version"]), modules=frozenset(names))
                 if response.status_code in (401, 403):
-                    root = await http.get(f"{url}/")
+                    root = await http.get(f"{url}/", auth=auth or httpx.USE_CLIENT_DEFAULT)
                     if root.status_code == 200:
                         version = root.json()["version"]
                         return ServerInfo(
@@ -131,9 +136,8 @@ async def probe(settings: Settings) -> ServerInfo:
                 last = StoreError(f"Elasticsearch at {url} answered HTTP {response.status_code}")
             except httpx.HTTPError as exc:
                 last = exc
-    raise StoreUnavailable(
-        f"Elasticsearch is not reachable at {', '.join(settings.es_url)}: {last}"
-    ) from last
+    where = ", ".join(str(httpx.URL(url).copy_with(username=None, password=None)) for url in settings.es_url)
+    raise StoreUnavailable(f"Elasticsearch is not reachable at {where}: {last}") from last
 
 
 def make_client(settings: Settings, info: ServerInfo) -> Any:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -144,10 +145,24 @@ class Trace:
         }
 
 
-class TraceRecorder:
-    """Collects steps while a strategy runs (mutable by design: it is the run's state)."""
+#: Called with each step as it is recorded (the HTTP service streams steps as Server-Sent Events).
+#: A context variable, so every concurrent run sees its own listener; strategies need not know it.
+STEP_LISTENER: ContextVar[Callable[[Step], None] | None] = ContextVar("hopsearch_step_listener", default=None)
 
-    def __init__(self, question: str, strategy: str, model: str, options: Mapping[str, Any]) -> None:
+
+class TraceRecorder:
+    """Collects steps while a strategy runs (mutable by design: it is the run's state).
+    ``on_step`` (default: the :data:`STEP_LISTENER` of the current context) sees each step as added."""
+
+    def __init__(
+        self,
+        question: str,
+        strategy: str,
+        model: str,
+        options: Mapping[str, Any],
+        on_step: Callable[[Step], None] | None = None,
+    ) -> None:
+        self.on_step = on_step if on_step is not None else STEP_LISTENER.get()
         self.trace_id = uuid.uuid4().hex
         self.question = question
         self.strategy = strategy
@@ -159,6 +174,8 @@ class TraceRecorder:
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
         return step
 
     def count(self, attribute: Literal["llm_calls", "retrievals"]) -> int:

@@ -1,0 +1,157 @@
+"""The ASGI app: routes, the gate (API keys, body limit, metrics), ES-style errors, OpenAPI.
+
+Every error is an Elasticsearch-style envelope — unknown routes (404), wrong methods (405),
+validation failures (400, naming the field) included. The OpenAPI document is at ``/_openapi.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from hopsearch.service.api import ask, routes
+from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response
+from hopsearch.service.api.gate import OPEN_PATHS, Gate
+from hopsearch.service.api.models import ErrorEnvelope
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.settings import Settings
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+log = logging.getLogger(__name__)
+OPENAPI_PATH = "/_openapi.json"
+ERROR_STATUSES = {
+    "400": "Invalid request (the field is named)",
+    "401": "Missing API key",
+    "403": "API key not accepted",
+    "404": "No such index, route, trace or outline",
+    "405": "Method not allowed",
+    "413": "Body over the limit",
+    "429": "Too many questions at once",
+    "500": "Internal error",
+    "502": "Elasticsearch or the LLM failed",
+    "503": "Elasticsearch or the LLM unreachable",
+    "504": "Deadline passed",
+}
+
+
+def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
+    """The app over ``settings``; a given ``runtime`` is used (and not closed) instead of opening one."""
+    state = ApiState(settings, runtime)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.api_keys:
+            log.warning("no API keys configured (HOPSEARCH_API_KEYS): authentication is off")
+        try:
+            await state.runtime()
+        except HopsearchError as exc:
+            log.warning("Elasticsearch not reachable yet (%s); connecting on first request", exc.error_type)
+        try:
+            yield
+        finally:
+            await state.close()
+
+    app = FastAPI(
+        title="hopsearch",
+        version=routes.VERSION,
+        description="Multi-hop question answering over Elasticsearch, in Elasticsearch's dialect.",
+        openapi_url=OPENAPI_PATH,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=OrjsonResponse,
+        lifespan=lifespan,
+    )
+    app.state.api = state
+    app.include_router(routes.router)
+    app.include_router(ask.router)
+    _install_handlers(app, state)
+    app.add_middleware(Gate, state=state)
+    app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
+    return app
+
+
+def _install_handlers(app: FastAPI, state: ApiState) -> None:
+    async def hopsearch_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HopsearchError)
+        return error_response(exc, state.redact)
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
+        field = ".".join(str(part) for part in first.get("loc", ()))
+        if first.get("type") == "json_invalid":
+            error: HopsearchError = InputError(f"request body is not valid JSON: {first.get('ctx', {}).get('error')}")
+        else:
+            error = RequestInvalid(str(first.get("msg", "invalid request")), field=field or None)
+        return error_response(error, state.redact)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if isinstance(exc.__cause__, HopsearchError):
+            return error_response(exc.__cause__, state.redact)
+        where = f"uri [{request.url.path}] and method [{request.method}]"
+        if exc.status_code == 404:
+            return error_response(NotFound(f"no handler found for {where}"), state.redact)
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            error = MethodNotAllowed(f"incorrect HTTP method for {where}, allowed: [{allow}]")
+            return error_response(error, state.redact, {"Allow": allow} if allow else None)
+        reason = state.redact(str(exc.detail))
+        body = error_body("http_exception", reason, exc.status_code)
+        return OrjsonResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return OrjsonResponse(error_body("exception", "internal error; see the service log", 500), status_code=500)
+
+    app.add_exception_handler(HopsearchError, hopsearch_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    """FastAPI's document with ES-style error responses, API-key security and the configured limits."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    envelope = ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(envelope.pop("$defs", {}))
+    schemas["ErrorEnvelope"] = envelope
+    components["securitySchemes"] = {
+        "ApiKey": {"type": "apiKey", "in": "header", "name": "Authorization", "description": "`ApiKey <key>`"},
+        "Bearer": {"type": "http", "scheme": "bearer"},
+    }
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
+    for path, operations in doc.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for status, text in ERROR_STATUSES.items():
+                if status not in responses:
+                    responses[status] = {"description": text, "content": ref}
+            if path not in OPEN_PATHS and settings.api_keys:
+                operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
+    for name, field, bound in (
+        ("RetrieveRequest", "k", settings.api_max_k),
+        ("RetrieveRequest", "query", settings.api_max_question_chars),
+        ("AskRequest", "question", settings.api_max_question_chars),
+        ("AskOptionsModel", "k", settings.api_max_k),
+        ("OutlineSearchRequest", "size", settings.api_max_k),
+    ):
+        prop = schemas.get(name, {}).get("properties", {}).get(field)
+        if prop is not None:
+            prop["maximum" if "maximum" in prop else "maxLength"] = bound
+    app.openapi_schema = doc
+    return doc

@@ -1,0 +1,143 @@
+"""``POST /{index}/_ask``: answer with a strategy, as one JSON body or as Server-Sent Events.
+
+Streaming (``stream=true`` in the query or the body): one ``step`` event per step as the strategy
+records it (through :data:`~hopsearch.service.traces.STEP_LISTENER`), then one ``answer`` event with
+the answer, citations, trace id and totals — or one ``error`` event with an ES-style error envelope.
+Refusals that happen before the run (auth, validation, unknown index, 429) are plain JSON errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from hopsearch.service.api.envelope import OrjsonResponse, error_body, status_of
+from hopsearch.service.api.models import AskRequest, AskResponse
+from hopsearch.service.api.routes import IndexName, check_k, state_of
+from hopsearch.service.api.state import ApiState, AskSlot
+from hopsearch.service.errors import HopsearchError, IndexMissing, RequestInvalid
+from hopsearch.service.runtime import STRATEGIES
+from hopsearch.service.strategies import Answer, AskOptions, Strategy
+from hopsearch.service.traces import STEP_LISTENER, Step
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+SSE = "text/event-stream"
+
+
+def answer_body(answer: Answer, took: int) -> dict[str, Any]:
+    trace = answer.trace
+    return {
+        "took": took,
+        "trace_id": trace.trace_id,
+        "strategy": trace.strategy,
+        "answer": answer.text,
+        "citations": [{"_id": c.id, "_score": c.score, "title": c.title} for c in answer.citations],
+        "totals": trace.totals(),
+    }
+
+
+def _event(name: str, data: Any, state: ApiState) -> bytes:
+    payload = state.redact(orjson.dumps(data).decode())
+    return f"event: {name}\ndata: {payload}\n\n".encode()
+
+
+def _failure(error: HopsearchError, answer: Answer) -> HopsearchError:
+    error.details["trace_id"] = answer.trace.trace_id
+    return error
+
+
+@router.post(
+    "/{index}/_ask",
+    response_model=None,
+    responses={200: {"model": AskResponse, "content": {SSE: {"schema": {"type": "string"}}}}},
+)
+async def ask(
+    request: Request,
+    index: IndexName,
+    body: AskRequest,
+    stream: Annotated[bool | None, Query(description="Server-Sent Events (overrides the body)")] = None,
+) -> OrjsonResponse | StreamingResponse:
+    """Answer a question with a strategy; each step is written to the trace (and streamed)."""
+    started = time.perf_counter()
+    state = state_of(request)
+    settings = state.settings
+    if len(body.question) > settings.api_max_question_chars:
+        raise RequestInvalid(f"longer than {settings.api_max_question_chars} characters", field="body.question")
+    check_k(state, body.options.k, "body.options.k")
+    if body.strategy not in STRATEGIES:
+        raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field="body.strategy")
+    runtime = await state.for_index(index)
+    if not await runtime.store.exists(runtime.retriever.index):
+        raise IndexMissing(f"no such index [{index}]", details={"index": index})
+    strategy = runtime.strategy(body.strategy)
+    options = body.options.to_options()
+    slot = state.admit_question()
+    if stream if stream is not None else body.stream:
+        events = _stream(state, slot, strategy, body.question, options, started)
+        return StreamingResponse(
+            events,
+            media_type=SSE,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            background=BackgroundTask(slot.release),
+        )
+    try:
+        answer = await strategy.answer(body.question, options)
+    finally:
+        slot.release()
+    state.metrics.question(body.strategy, "error" if answer.error else "ok", answer.trace.totals())
+    if answer.error is not None:
+        raise _failure(answer.error, answer)
+    return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000)))
+
+
+async def _stream(
+    state: ApiState, slot: AskSlot, strategy: Strategy, question: str, options: AskOptions, started: float
+) -> AsyncIterator[bytes]:
+    queue: asyncio.Queue[Step] = asyncio.Queue()
+
+    async def run() -> Answer:
+        STEP_LISTENER.set(queue.put_nowait)  # the task's own context: no other run sees it
+        return await strategy.answer(question, options)
+
+    task = asyncio.create_task(run())
+    index = 0
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                break
+            yield _event("step", getter.result().to_dict(index), state)
+            index += 1
+        while not queue.empty():
+            yield _event("step", queue.get_nowait().to_dict(index), state)
+            index += 1
+        try:
+            answer = task.result()
+        except HopsearchError as exc:
+            yield _event("error", error_body(exc.error_type, str(exc), status_of(exc)), state)
+            return
+        except Exception:
+            log.exception("strategy %s failed", strategy.name)
+            yield _event("error", error_body("exception", "internal error; see the service log", 500), state)
+            return
+        state.metrics.question(strategy.name, "error" if answer.error else "ok", answer.trace.totals())
+        if answer.error is not None:
+            failed = answer.error
+            body = error_body(failed.error_type, str(failed), status_of(failed), trace_id=answer.trace.trace_id)
+            yield _event("error", body, state)
+            return
+        yield _event("answer", answer_body(answer, round((time.perf_counter() - started) * 1000)), state)
+    finally:
+        if not task.done():
+            task.cancel()
+        slot.release()

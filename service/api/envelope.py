@@ -1,0 +1,73 @@
+"""Responses in Elasticsearch's dialect: orjson bodies and ES-style error envelopes, redacted.
+
+An error renders as ``{"error": {"root_cause": [{type, reason}], "type", "reason", ...}, "status"}``
+with the HTTP status of the :class:`~hopsearch.service.errors.HopsearchError` subclass. Every reason
+passes through a :class:`Redactor` first: configured secrets and URL user-info never leave the service.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+from hopsearch.service.errors import HopsearchError, StoreError
+from hopsearch.service.settings import Settings
+from starlette.responses import Response
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+#: Details of an error that are safe (and useful) to show to a client.
+_PUBLIC_DETAILS = ("field", "trace_id", "index")
+
+
+class OrjsonResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+
+
+class Redactor:
+    """Removes secret values and ``user:password@`` parts of URLs from text."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> Redactor:
+        values = [key.get_secret_value() for key in settings.api_keys]
+        for secret in (settings.es_api_key, settings.es_password, settings.llm_api_key, settings.embed_api_key):
+            if secret is not None:
+                values.append(secret.get_secret_value())
+        return cls(values)
+
+    def __call__(self, text: str) -> str:
+        text = _USERINFO.sub("", text)
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+
+def status_of(exc: HopsearchError) -> int:
+    """The HTTP status of an error; a store error Elasticsearch itself refused as a bad request
+    (say, a filter value of the wrong type) keeps Elasticsearch's 4xx instead of becoming a 502."""
+    if isinstance(exc, StoreError) and exc.status >= 500:
+        upstream = exc.details.get("status")
+        if isinstance(upstream, int) and 400 <= upstream < 500 and upstream != 404:
+            return upstream
+    return exc.status
+
+
+def error_body(error_type: str, reason: str, status: int, **extra: Any) -> dict[str, Any]:
+    cause = {"type": error_type, "reason": reason}
+    return {"error": {"root_cause": [cause], **cause, **extra}, "status": status}
+
+
+def error_response(exc: HopsearchError, redact: Redactor, headers: Mapping[str, str] | None = None) -> OrjsonResponse:
+    status = status_of(exc)
+    extra = {key: exc.details[key] for key in _PUBLIC_DETAILS if exc.details.get(key) is not None}
+    error_type = exc.error_type if status == exc.status else "search_phase_execution_exception"
+    body = error_body(error_type, redact(str(exc)), status, **extra)
+    return OrjsonResponse(body, status_code=status, headers=dict(headers or {}))

@@ -1,0 +1,110 @@
+"""A pure ASGI middleware in front of every route: API keys, the body-size limit, metrics.
+
+- API keys: ``Authorization: ApiKey <key>`` or ``Bearer <key>`` on every route but ``/_health``;
+  no header → 401, a key that is not configured → 403 (compared in constant time). With no keys
+  configured authentication is off.
+- Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
+  counted as it arrives and cut off with 413 as soon as it passes the limit.
+- Metrics: one count and one latency observation per request, labelled with the route template.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from hopsearch.service.api.envelope import error_response
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.errors import (
+    ApiError,
+    AuthenticationError,
+    AuthorizationError,
+    RequestInvalid,
+    RequestTooLarge,
+)
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+OPEN_PATHS = frozenset({"/_health"})
+_SCHEMES = (b"apikey ", b"bearer ")
+
+
+def check_key(state: ApiState, header: bytes | None) -> None:
+    if not state.keys:
+        return
+    if not header:
+        raise AuthenticationError("missing authentication credentials for REST request")
+    lowered = header[:7].lower()
+    token = b""
+    for scheme in _SCHEMES:
+        if lowered.startswith(scheme):
+            token = header[len(scheme) :].strip()
+            break
+    else:
+        raise AuthenticationError("unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)")
+    accepted = False
+    for key in state.keys:
+        accepted |= hmac.compare_digest(token, key)
+    if not accepted:
+        raise AuthorizationError("the API key is not accepted")
+
+
+class Gate:
+    def __init__(self, app: ASGIApp, state: ApiState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            refused = self._refuse(scope)
+            if refused is not None:
+                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refused.status == 401 else None
+                await error_response(refused, self.state.redact, headers)(scope, receive, send_status)
+                return
+            await self.app(scope, self._limited(receive), send_status)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.state.metrics.request(scope["method"], template, status, time.perf_counter() - started)
+
+    def _refuse(self, scope: Scope) -> ApiError | None:
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        try:
+            if scope["path"] not in OPEN_PATHS:
+                check_key(self.state, headers.get(b"authorization"))
+            length = headers.get(b"content-length")
+            if length is not None:
+                limit = self.state.settings.api_max_body_bytes
+                if not length.isdigit():
+                    raise RequestInvalid("Content-Length is not a number", field="header.content-length")
+                if int(length) > limit:
+                    raise RequestTooLarge(f"request body of {int(length)} bytes is over the limit of {limit}")
+        except ApiError as exc:
+            return exc
+        return None
+
+    def _limited(self, receive: Receive) -> Receive:
+        limit = self.state.settings.api_max_body_bytes
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise RequestTooLarge(f"request body is over the limit of {limit} bytes")
+            return message
+
+        return limited

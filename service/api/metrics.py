@@ -1,0 +1,58 @@
+"""Prometheus metrics of one app: requests and latencies, retrievals, questions, LLM calls, tokens.
+
+Each app owns its :class:`~prometheus_client.CollectorRegistry`, so several apps in one process (tests)
+do not share counters. Labels are bounded: routes are templates (``/{index}/_retrieve``), never paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "hopsearch_http_requests", "HTTP requests served.", ["method", "route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "hopsearch_http_request_duration_seconds",
+            "HTTP request latency (until the response is sent).",
+            ["method", "route"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.retrievals = Counter(
+            "hopsearch_retrievals", "Retrievals (queries sent to Elasticsearch).", ["source", "mode"], registry=r
+        )
+        self.questions = Counter("hopsearch_questions", "Questions answered.", ["strategy", "status"], registry=r)
+        self.asks_in_flight = Gauge("hopsearch_asks_in_flight", "Questions being answered now.", registry=r)
+        self.llm_calls = Counter("hopsearch_llm_calls", "LLM calls made by strategies.", ["strategy"], registry=r)
+        self.tokens = Counter(
+            "hopsearch_llm_tokens", "LLM tokens, by direction (in, out).", ["strategy", "direction"], registry=r
+        )
+
+    def request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def retrieval(self, mode: str, count: int = 1) -> None:
+        self.retrievals.labels("retrieve", mode).inc(count)
+
+    def question(self, strategy: str, status: str, totals: Mapping[str, Any]) -> None:
+        self.questions.labels(strategy, status).inc()
+        self.retrievals.labels("ask", "strategy").inc(int(totals.get("retrievals", 0)))
+        self.llm_calls.labels(strategy).inc(int(totals.get("llm_calls", 0)))
+        self.tokens.labels(strategy, "in").inc(int(totals.get("tokens_in", 0)))
+        self.tokens.labels(strategy, "out").inc(int(totals.get("tokens_out", 0)))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

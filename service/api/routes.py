@@ -1,0 +1,215 @@
+"""Routes that read: ``GET /``, ``/_health``, ``/_metrics``, ``POST /{index}/_retrieve``, outlines and
+traces. Handlers return :class:`OrjsonResponse` bodies directly (no response-model re-validation on
+the hot path); the pydantic models in :mod:`.models` document them."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from hopsearch.service.api.envelope import OrjsonResponse
+from hopsearch.service.api.metrics import CONTENT_TYPE
+from hopsearch.service.api.models import (
+    DocumentResponse,
+    HealthResponse,
+    OutlineSearchRequest,
+    RetrieveRequest,
+    RetrieveResponse,
+    RootResponse,
+    SearchResponse,
+    filter_clause,
+)
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
+from hopsearch.service.esclient import body_of, call
+from hopsearch.service.runtime import STRATEGIES
+from hopsearch.service.types import RetrievalQuery, SearchResult
+from starlette.responses import Response
+
+router = APIRouter()
+IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]
+VERSION = "0.1.0"
+
+
+def state_of(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def check_k(state: ApiState, k: int, field: str) -> None:
+    if k > state.settings.api_max_k:
+        raise RequestInvalid(f"must be at most {state.settings.api_max_k} (api_max_k)", field=field)
+
+
+def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
+    scores = [h["_score"] for h in hits if h.get("_score") is not None]
+    return {
+        "took": took,
+        "timed_out": False,
+        "hits": {
+            "total": {"value": len(hits) if total is None else total, "relation": "eq"},
+            "max_score": max(scores) if scores else None,
+            "hits": hits,
+        },
+    }
+
+
+def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, Any]:
+    hits = [{"_index": index, "_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
+    body = search_envelope(took, hits)
+    body["mode"] = result.mode
+    body["dense_method"] = result.dense_method
+    return body
+
+
+@router.get("/", response_model=None, responses={200: {"model": RootResponse}})
+async def root(request: Request) -> OrjsonResponse:
+    """Service, version, Elasticsearch version and capabilities."""
+    state = state_of(request)
+    runtime = await state.runtime()
+    es = runtime.store.info.as_dict()
+    return OrjsonResponse(
+        {
+            "name": "hopsearch",
+            "service": "hopsearch",
+            "version": {"number": VERSION, "api": "es-dialect-1"},
+            "elasticsearch": {"version": es["version"], "flavor": es["flavor"], "modules": es["modules"]},
+            "capabilities": {
+                **es["capabilities"],
+                "retrieval_modes": ["bm25", "dense", "hybrid"] if runtime.embedder else ["bm25"],
+                "embedder": runtime.embedder.model_id if runtime.embedder else None,
+                "strategies": sorted(STRATEGIES),
+                "streaming": True,
+                "passages_index": state.settings.passages_alias,
+            },
+            "tagline": "You Know, for Multi-hop Search",
+        }
+    )
+
+
+@router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})
+async def health(request: Request) -> OrjsonResponse:
+    """Elasticsearch and the LLM reachable (no API key needed). 200 when both are, else 503."""
+    state = state_of(request)
+    es: dict[str, Any] = {"reachable": False}
+    llm: dict[str, Any] = {"reachable": False}
+    try:
+        runtime = await state.runtime()
+        started = time.perf_counter()
+        cluster = body_of(await call(runtime.store.client.cluster.health(), "cluster health"))
+        es = {
+            "reachable": True,
+            "version": runtime.store.info.number,
+            "cluster_status": cluster.get("status"),
+            "ms": _ms(started),
+        }
+        try:
+            started = time.perf_counter()
+            await runtime.llm.request("GET", "/models", None, deadline=time.monotonic() + 3.0)
+            llm = {"reachable": True, "model": runtime.llm.model, "ms": _ms(started)}
+        except HopsearchError as exc:
+            llm["error"] = exc.error_type
+    except HopsearchError as exc:
+        es["error"] = exc.error_type
+    except Exception as exc:  # the client library's own connection errors
+        es["error"] = type(exc).__name__
+    ok = es["reachable"] and llm["reachable"]
+    body = {"status": "green" if ok else "red", "elasticsearch": es, "llm": llm}
+    return OrjsonResponse(body, status_code=200 if ok else 503)
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+@router.get("/_metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
+async def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE)
+
+
+@router.post("/{index}/_retrieve", response_model=None, responses={200: {"model": RetrieveResponse}})
+async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) -> OrjsonResponse:
+    """BM25, dense or hybrid search with literal filters; the mode and dense method used are reported."""
+    started = time.perf_counter()
+    state = state_of(request)
+    check_k(state, body.k, "body.k")
+    if len(body.query) > state.settings.api_max_question_chars:
+        raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
+    runtime = await state.for_index(index)
+    query = RetrievalQuery(body.query, k=body.k, mode=body.mode, filters=[filter_clause(f) for f in body.filters])
+    result = (await runtime.retriever.search_many([query]))[0]
+    state.metrics.retrieval(result.mode)
+    took = round((time.perf_counter() - started) * 1000)
+    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took))
+
+
+@router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})
+async def get_trace(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> OrjsonResponse:
+    """One trace document by its id."""
+    state = state_of(request)
+    runtime = await state.runtime()
+    index = state.settings.traces_index
+    doc = await runtime.store.get_document(index, trace_id)
+    if doc is None:
+        raise NotFound(f"trace [{trace_id}] not found", details={"index": index})
+    return OrjsonResponse({"_index": index, "_id": trace_id, "found": True, "_source": doc})
+
+
+def _entity_query(entity: str, namespace: str | None) -> dict[str, Any]:
+    names = sorted({entity, entity.strip(), entity.strip().casefold()})
+    should: list[dict[str, Any]] = [{"terms": {"entity_key": names}}]
+    should += [{"terms": {"entity.keyword": names}}, {"terms": {"aliases.keyword": names}}]
+    query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
+    if namespace:
+        query["bool"]["filter"] = [{"term": {"namespace": namespace}}]
+    return query
+
+
+@router.get("/_outlines/{entity}", response_model=None, responses={200: {"model": DocumentResponse}})
+async def get_outline(
+    request: Request,
+    entity: Annotated[str, Path(min_length=1, max_length=512)],
+    namespace: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> OrjsonResponse:
+    """The knowledge outline of an entity (by key, name or alias), the most recently updated first."""
+    state = state_of(request)
+    runtime = await state.runtime()
+    index = state.settings.outlines_index
+    body = {"size": 1, "query": _entity_query(entity, namespace), "sort": [{"updated_at": {"order": "desc"}}]}
+    found = await runtime.store.search(index, body)
+    hits = found.get("hits", {}).get("hits", [])
+    if not hits:
+        raise NotFound(f"no outline for entity [{entity}]", details={"index": index})
+    return OrjsonResponse(
+        {"_index": hits[0]["_index"], "_id": hits[0]["_id"], "found": True, "_source": hits[0]["_source"]}
+    )
+
+
+@router.post("/_outlines/_search", response_model=None, responses={200: {"model": SearchResponse}})
+async def search_outlines(request: Request, body: OutlineSearchRequest) -> OrjsonResponse:
+    """Outlines by entity (key, name or alias) and/or text over names, aliases and facts."""
+    started = time.perf_counter()
+    state = state_of(request)
+    check_k(state, body.size, "body.size")
+    must: list[dict[str, Any]] = []
+    if body.query:
+        fields = ["entity^2", "aliases^2", "facts.summary", "facts.question"]
+        must.append({"multi_match": {"query": body.query, "fields": fields, "type": "best_fields"}})
+    if body.entity:
+        by_name = _entity_query(body.entity, None)
+        for field in ("entity", "aliases"):  # case-insensitive, still literal (no query syntax)
+            by_name["bool"]["should"].append({"match_phrase": {field: body.entity}})
+        must.append(by_name)
+    filters = [{"term": {"namespace": body.namespace}}] if body.namespace else []
+    query = {"bool": {"must": must or [{"match_all": {}}], "filter": filters}}
+    runtime = await state.runtime()
+    found = await runtime.store.search(state.settings.outlines_index, {"size": body.size, "query": query})
+    hits = [
+        {"_index": h["_index"], "_id": h["_id"], "_score": h.get("_score"), "_source": h.get("_source", {})}
+        for h in found.get("hits", {}).get("hits", [])
+    ]
+    total = found.get("hits", {}).get("total", {})
+    value = total.get("value", len(hits)) if isinstance(total, dict) else int(total)
+    return OrjsonResponse(search_envelope(round((time.perf_counter() - started) * 1000), hits, value))

@@ -1,0 +1,94 @@
+"""What the app keeps between requests: one :class:`~hopsearch.service.runtime.Runtime` (store,
+embedder, LLM client, trace sink — opened once, lazily, and reused by every request), the mapping
+of index names in URLs onto the passages alias, and the slots for concurrent questions."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+
+from hopsearch.service.api.envelope import Redactor
+from hopsearch.service.api.metrics import Metrics
+from hopsearch.service.errors import IndexMissing, TooManyRequests
+from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class AskSlot:
+    """One admitted question; :meth:`release` is idempotent (a stream and its cleanup both call it)."""
+
+    def __init__(self, state: ApiState) -> None:
+        self._state = state
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._state.asks_in_flight -= 1
+            self._state.metrics.asks_in_flight.dec()
+
+
+class ApiState:
+    def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.redact = Redactor.for_settings(settings)
+        self.keys = [key.get_secret_value().encode() for key in settings.api_keys]
+        self.asks_in_flight = 0
+        self._runtime = runtime
+        self._owns_runtime = runtime is None
+        self._lock = asyncio.Lock()
+        self._per_index: dict[str, Runtime] = {}
+        alias = re.escape(settings.passages_alias)
+        self._names = re.compile(rf"^(?:{alias}|{alias}-v\d{{1,6}})$")
+
+    async def runtime(self) -> Runtime:
+        """The shared runtime; opened on first use (Elasticsearch may come up after the service)."""
+        if self._runtime is not None:
+            return self._runtime
+        async with self._lock:
+            if self._runtime is None:
+                self._runtime = await Runtime.open(self.settings)
+                log.info("connected to Elasticsearch %s", self._runtime.store.info.number)
+            return self._runtime
+
+    def index_name(self, name: str) -> str:
+        """The passages index a URL names: the alias, or one of its versions; else 404."""
+        if name == "passages":
+            return self.settings.passages_alias
+        if not self._names.match(name):
+            raise IndexMissing(f"no such index [{name}]", details={"index": name})
+        return name
+
+    async def for_index(self, name: str) -> Runtime:
+        """A runtime whose retriever searches ``name`` (shares the clients of the main one)."""
+        runtime = await self.runtime()
+        index = self.index_name(name)
+        if index == runtime.retriever.index:
+            return runtime
+        found = self._per_index.get(index)
+        if found is None:
+            retriever = EsRetriever(runtime.store, runtime.embedder, index=index)
+            found = dataclasses.replace(runtime, retriever=retriever, _strategies={})
+            self._per_index[index] = found
+        return found
+
+    def admit_question(self) -> AskSlot:
+        limit = self.settings.api_max_concurrent_asks
+        if self.asks_in_flight >= limit:
+            raise TooManyRequests(
+                f"rejected execution: {self.asks_in_flight} questions in flight (limit {limit}); retry later"
+            )
+        self.asks_in_flight += 1
+        self.metrics.asks_in_flight.inc()
+        return AskSlot(self)
+
+    async def close(self) -> None:
+        if self._runtime is not None and self._owns_runtime:
+            await self._runtime.close()
+        self._runtime = None

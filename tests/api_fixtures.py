@@ -1,0 +1,122 @@
+"""Helpers of the HTTP service tests: the app over a real Elasticsearch node and a scripted LLM,
+driven in-process through ``httpx.ASGITransport`` (lifespan included)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from hopsearch.service.api import create_app
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.settings import Settings
+from hopsearch.service.store import Store
+
+from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, server_for, settings_for
+from tests.scripted_llm import ScriptedLLM
+
+API_KEY = "test-api-key-1"
+OTHER_KEY = "test-api-key-2"
+#: Credentials the service is configured with; they must never come back out of it.
+ES_SECRET = "es-secret-key-Zq81"
+ES_PASSWORD = "es-password-Wp20"
+LLM_SECRET = "llm-secret-key-Xk73"
+QUESTION = "When did the director of Lethal Weapon die?"
+MODEL = DeepRAGModel(
+    [
+        PlanStep("Who directed Lethal Weapon?", "search", "Richard Donner"),
+        PlanStep("When did Richard Donner die?", "intermediate", "2021"),
+    ],
+    final="2021",
+)
+EXTRA_PASSAGES = [
+    ("p-syntax", "Query syntax", 'Text with title:foo AND (bar OR and "unbalanced quotes and a ~ tilde.'),
+]
+
+
+def dead_url() -> str:
+    """A loopback base URL where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@dataclass
+class Api:
+    client: httpx.AsyncClient
+    app: FastAPI
+    settings: Settings
+    llm: ScriptedLLM
+
+    @property
+    def state(self) -> ApiState:
+        state: ApiState = self.app.state.api
+        return state
+
+    @property
+    def alias(self) -> str:
+        return self.settings.passages_alias
+
+    async def store(self) -> Store:
+        return (await self.state.runtime()).store
+
+
+def api_settings(es_url: str, llm: ScriptedLLM, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "es_url": [es_url],
+        "index_prefix": f"t{uuid.uuid4().hex[:10]}",
+        "embedder": "none",
+        "api_keys": [API_KEY, OTHER_KEY],
+        "es_api_key": ES_SECRET,
+        "llm_api_key": LLM_SECRET,
+        "llm_retries": 1,
+    }
+    values.update(overrides)
+    return settings_for(llm, "vllm", **values)
+
+
+async def load_passages(store: Store, embedder: Any = None) -> str:
+    target = await store.ensure_indices(embedder)
+    rows = [*PASSAGES, *EXTRA_PASSAGES]
+    vectors = await embedder.embed([f"{t} {x}" for _, t, x in rows]) if embedder else [None] * len(rows)
+    actions = []
+    for (doc_id, title, text), vector in zip(rows, vectors, strict=True):
+        source: dict[str, Any] = {"title": title, "text": text, "source": "jsonl", "doc_id": doc_id, "chunk": 0}
+        if vector is not None:
+            source["embedding"] = vector
+        actions.append({"_index": target, "_id": doc_id, "_source": source})
+    ok, errors = await store.bulk(actions)
+    assert (ok, errors) == (len(rows), [])
+    await store.refresh(target)
+    return target
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    es_url: str, *, script: Any = MODEL, load: bool = True, headers: dict[str, str] | None = None, **overrides: Any
+) -> AsyncIterator[Api]:
+    """The app (lifespan run) over a fresh index prefix with the sample passages loaded."""
+    with server_for("vllm", script) as llm:
+        settings = api_settings(es_url, llm, **overrides)
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            state: ApiState = app.state.api
+            runtime = await state.runtime()
+            try:
+                if load:
+                    await load_passages(runtime.store, runtime.embedder)
+                transport = httpx.ASGITransport(app=app)
+                auth = {"Authorization": f"ApiKey {API_KEY}"} if headers is None else headers
+                async with httpx.AsyncClient(transport=transport, base_url="http://hopsearch", headers=auth) as client:
+                    yield Api(client, app, settings, llm)
+            finally:
+                with contextlib.suppress(Exception):
+                    await runtime.store.client.indices.delete(
+                        index=f"{settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
+                    )
