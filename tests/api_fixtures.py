@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import uvicorn
 from fastapi import FastAPI
 from hopsearch.service.api import create_app
 from hopsearch.service.api.state import ApiState
@@ -120,3 +123,25 @@ async def serving(
                     await runtime.store.client.indices.delete(
                         index=f"{settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
                     )
+
+
+@contextlib.contextmanager
+def uvicorn_serving(app: FastAPI) -> Iterator[str]:
+    """``app`` under a real uvicorn on a free loopback port, in a thread; yields the base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
