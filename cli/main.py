@@ -6,11 +6,13 @@ import logging
 
 import click
 from hopsearch.cli.admin import doctor, init, search, traces
+from hopsearch.cli.ask import ask
 from hopsearch.cli.config import config
 from hopsearch.cli.demo import demo
 from hopsearch.cli.es import es
 from hopsearch.cli.evaluate import evaluate
 from hopsearch.cli.index import index
+from hopsearch.cli.llm import llm
 from hopsearch.cli.serve import serve
 
 
@@ -25,6 +27,8 @@ def main(verbose: bool) -> None:
 
 
 main.add_command(es)
+main.add_command(llm)
+main.add_command(ask)
 main.add_command(demo)
 main.add_command(config)
 main.add_command(init)
