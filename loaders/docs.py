@@ -30,7 +30,6 @@ from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.service.errors import InputError
-from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -183,17 +182,34 @@ async def existing_state(store: Store, root: Path, index: str | None = None) -> 
 
 
 async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> int:
-    deleted = 0
+    """Delete the chunks matching any clause: ids paged by ``search_after``, then bulk deletes.
+
+    (``_delete_by_query`` lives in the reindex module, which the 7.17 test distribution lacks.)"""
+    ids: list[str] = []
     for start in range(0, len(clauses), 200):
         query = {"bool": {"should": clauses[start : start + 200], "minimum_should_match": 1}}
-        response = body_of(
-            await call(
-                store.client.delete_by_query(index=index, body={"query": query}, refresh=True, conflicts="proceed"),
-                "delete stale chunks",
-            )
-        )
-        deleted += int(response.get("deleted", 0))
-    return deleted
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": 1000,
+                "_source": False,
+                "query": query,
+                "sort": [{"path": "asc"}, {"chunk": "asc"}],
+            }
+            if after is not None:
+                body["search_after"] = after
+            hits = (await store.search(index, body))["hits"]["hits"]
+            ids += [hit["_id"] for hit in hits]
+            if len(hits) < 1000:
+                break
+            after = hits[-1]["sort"]
+    if not ids:
+        return 0
+    ok, errors = await store.bulk({"_op_type": "delete", "_index": index, "_id": i} for i in ids)
+    if errors:
+        log.warning("%d stale chunks could not be deleted: %s", len(errors), errors[0])
+    await store.refresh(index)
+    return ok
 
 
 def _directory(root: Path) -> Path:

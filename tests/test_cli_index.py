@@ -1,0 +1,96 @@
+"""``hopsearch index ...`` through click's runner against the real nodes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from hopsearch.cli.index import _print
+from hopsearch.cli.main import main
+from hopsearch.loaders.model import LoadReport
+
+from tests.conftest import EsNode
+from tests.loader_files import make_pdf
+from tests.test_loaders_es import dpr_with_bad_rows
+
+
+@pytest.fixture
+def cli_env(es_node: EsNode, tmp_path: Path) -> Iterator[dict[str, str]]:
+    prefix = f"cli{uuid.uuid4().hex[:8]}"
+    yield {
+        "HOPSEARCH_ES_URL": es_node.url,
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
+        "HOPSEARCH_EMBEDDER": "none",
+    }
+    httpx.delete(f"{es_node.url}/{prefix}-*")
+
+
+def count(env: dict[str, str]) -> int:
+    url, prefix = env["HOPSEARCH_ES_URL"], env["HOPSEARCH_INDEX_PREFIX"]
+    httpx.post(f"{url}/{prefix}-passages/_refresh")
+    return int(httpx.get(f"{url}/{prefix}-passages/_count").json()["count"])
+
+
+def test_index_dpr_prints_reconciliation_and_resumes(cli_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "psgs.tsv"
+    dpr_with_bad_rows(path, 1000)
+    runner = CliRunner()
+    result = runner.invoke(main, ["index", "dpr", str(path), "--quiet"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    assert "read 1,004 = indexed 1,000 + rejected 4 + skipped 0  [reconciled]" in result.output
+    assert "dead letters:" in result.output
+    assert count(cli_env) == 1000
+
+    again = runner.invoke(main, ["index", "dpr", str(path), "--resume", "--json", "--quiet"], env=cli_env)
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.output)
+    assert report["reconciled"] and report["read"] == 1004 and report["indexed"] == 1000
+    assert report["resumed_from"] > 1000  # the checkpoint said: complete
+
+
+def test_index_jsonl_qa_and_docs(cli_env: dict[str, str], tmp_path: Path, shared_questions_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "x1", "title": "X", "text": "one"}\n{"_id": "x2", "text": "two"}\n')
+    runner = CliRunner()
+    result = runner.invoke(main, ["index", "jsonl", str(corpus), "--quiet", "--json"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["indexed"] == 2
+    result = runner.invoke(main, ["index", "qa", str(shared_questions_path), "--quiet", "--json"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    qa = json.loads(result.output)
+    assert qa["reconciled"] and qa["indexed"] > 100
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nSome text about alpha.\n")
+    (docs / "b.pdf").write_bytes(make_pdf(["Bravo report"]))
+    (docs / "bad.pdf").write_bytes(b"not a pdf at all")
+    result = runner.invoke(main, ["index", "docs", str(docs), "--quiet"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    assert "read 3 = indexed 2 + rejected 1 + skipped 0  [reconciled]" in result.output
+    assert count(cli_env) == 2 + qa["indexed"] + 2
+
+
+def test_index_errors_exit_non_zero(cli_env: dict[str, str], tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(main, ["index", "dpr", str(tmp_path / "nope.tsv"), "--quiet"], env=cli_env)
+    assert missing.exit_code == 1 and "no such file" in missing.output
+    down = {**cli_env, "HOPSEARCH_ES_URL": "http://127.0.0.1:9"}
+    path = tmp_path / "p.tsv"
+    path.write_text("id\ttext\ttitle\n1\tx\ty\n")
+    unreachable = runner.invoke(main, ["index", "dpr", str(path), "--quiet"], env=down)
+    assert unreachable.exit_code == 1 and "not reachable" in unreachable.output
+
+
+def test_mismatch_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    report = LoadReport("dpr", "f", "i", read=10, indexed=8, rejected=1, skipped=0, documents=8,
+                        seconds=1.0, dead_letter="dl", checkpoint=None)  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        _print(report, as_json=False)
+    assert exited.value.code == 1
+    assert "MISMATCH" in capsys.readouterr().out
