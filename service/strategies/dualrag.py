@@ -42,7 +42,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     read_reasoning,
     reasoner_prompt,
 )
-from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, text_step
+from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, read_reply, text_step
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import Embedder, Retriever
 
@@ -96,7 +96,7 @@ class DualRAG:
         for depth in range(1, limit + 1):
             prompt = reasoner_prompt(question, run.render(), run.thoughts)
             reply = await ask_json(context, "reason", prompt, REASONER_SCHEMA, name="reasoner", depth=depth)
-            reasoning = read_reasoning(reply.value)
+            reasoning = read_reply(context, "reason", reply, prompt, read_reasoning, name="reasoner", depth=depth)
             run.thoughts.append(reasoning.thought)
             decision = "retrieve" if reasoning.need_retrieve else "final"
             context.recorder.add(json_step("reason", reply, prompt, name="reasoner", depth=depth, decision=decision))
@@ -121,7 +121,7 @@ class DualRAG:
         reply = await ask_json(context, "identify", prompt, IDENTIFIER_SCHEMA, name="identifier", depth=depth)
         merged: dict[str, list[str]] = {}
         links: list[dict[str, str]] = []
-        for item in read_entities(reply.value):
+        for item in read_reply(context, "identify", reply, prompt, read_entities, name="identifier", depth=depth):
             link = run.linker.link(item.entity, item.same_as)
             if link is None:
                 continue

@@ -9,13 +9,15 @@ plain chat call recorded the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
+
+T = TypeVar("T")
 
 #: Schema keywords OpenAI's strict structured outputs refuse; vLLM and llama.cpp honour them.
 _BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "minimum", "maximum"})
@@ -119,3 +121,22 @@ async def ask_text(
 
 def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
     return Step.from_completion(kind, completion, prompt_chars=len(prompt), **fields)
+
+
+def read_reply(
+    context: RunContext,
+    kind: StepKind,
+    reply: JsonReply,
+    prompt: str,
+    reader: Callable[[Mapping[str, Any]], T],
+    *,
+    name: str,
+    depth: int = 0,
+) -> T:
+    """``reader(reply.value)``; a value that parses as JSON but cannot be used (a wrong type) is
+    recorded as the role's failed step before the :class:`LLMOutputError` propagates."""
+    try:
+        return reader(reply.value)
+    except LLMOutputError as exc:
+        context.recorder.add(json_step(kind, reply, prompt, name=name, depth=depth, error=str(exc)))
+        raise

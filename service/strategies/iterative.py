@@ -1,0 +1,175 @@
+"""Iterative retrieval with LLM self-assessment — retrieve, let the model judge whether the passages
+found so far answer the question, search again with the query it proposes (in the line of IRCoT,
+Trivedi et al., ACL 2023, and Self-Ask, Press et al., 2023; the loop and its thresholds follow the
+"iterative RAG" write-up this project was conceived from).
+
+Each iteration retrieves the current query (top k), then the model returns ``{confidence, reasoning,
+missing_info, next_query}`` (schema-constrained JSON).
+
+Stopping rule, checked in this order after each assessment: confidence ≥ 0.85 (``confidence``);
+confidence rose by less than 0.05 since the previous iteration (``no-improvement``); no next query,
+or one already searched (``no-next-query``); 5 iterations (``iteration-limit``, or the budget's
+``max_steps`` if lower); the retrieval budget is spent (``retrieval-budget``). Then one answer call.
+The rule is the assessment step's ``decided_by`` and the final step's ``details.stop``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.deeprag import context_line
+from hopsearch.service.strategies.dualrag_prompts import answer_line
+from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, read_reply, text_step
+from hopsearch.service.strategies.single import single_prompt
+from hopsearch.service.traces import Citation, TraceSink
+from hopsearch.service.types import Hit, Retriever
+
+MAX_ITERATIONS = 5
+THRESHOLD = 0.85
+MIN_GAIN = 0.05
+MAX_PASSAGES = 10
+_NO_QUERY = frozenset({"", "none", "n/a", "na", "null", "nothing", "なし"})
+
+ASSESS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "reasoning": {"type": "string", "maxLength": 300},
+        "missing_info": {"type": "string", "maxLength": 200},
+        "next_query": {"type": "string", "maxLength": 150},
+    },
+    "required": ["confidence", "reasoning", "missing_info", "next_query"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    confidence: float
+    reasoning: str
+    missing_info: str
+    next_query: str | None
+
+
+def read_assessment(value: Mapping[str, Any]) -> Assessment:
+    """The model's assessment; a percentage (85) is read as 0.85, the result clamped to [0, 1]."""
+    raw = value.get("confidence")
+    try:
+        confidence = float(str(raw).strip().rstrip("%")) if not isinstance(raw, int | float) else float(raw)
+    except ValueError as exc:
+        raise LLMOutputError(f"confidence must be a number, got {raw!r}", details={"value": dict(value)}) from exc
+    if confidence > 1.0:
+        confidence /= 100.0
+    query = " ".join(str(value.get("next_query") or "").split())
+    return Assessment(
+        confidence=min(1.0, max(0.0, confidence)),
+        reasoning=" ".join(str(value.get("reasoning") or "").split()),
+        missing_info=" ".join(str(value.get("missing_info") or "").split()),
+        next_query=None if query.casefold().strip(".") in _NO_QUERY else query,
+    )
+
+
+def stop_rule(
+    iteration: int, limit: int, assessment: Assessment, previous: float | None, asked: Sequence[str]
+) -> str | None:
+    """Why the loop stops after this assessment, or ``None`` to search ``next_query``."""
+    if assessment.confidence >= THRESHOLD:
+        return "confidence"
+    if previous is not None and round(assessment.confidence - previous, 9) < MIN_GAIN:
+        return "no-improvement"
+    query = assessment.next_query
+    if query is None or query.casefold() in {a.casefold() for a in asked}:
+        return "no-next-query"
+    if iteration >= limit:
+        return "iteration-limit"
+    return None
+
+
+def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> str:
+    searched = "\n".join(f"- {query}" for query in asked)
+    return (
+        "Judge whether the passages found so far answer the question.\n\n"
+        f"Question: {question}\n\nSearches so far:\n{searched}\n\n{context_line(hits)}\n\n"
+        '"confidence": how sure you are (0.0 to 1.0) that the passages contain the answer; "reasoning": '
+        'why; "missing_info": what is still missing; "next_query": a better search query for the missing '
+        'information, or "" when no further search would help.\nReply with JSON only: '
+        '{"confidence": 0.5, "reasoning": "...", "missing_info": "...", "next_query": "..."}'
+    )
+
+
+class Iterative:
+    """Retrieve, self-assess, search again until confident (or another stop rule fires), answer."""
+
+    name = "iterative"
+
+    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
+
+    async def answer(self, question: str, options: AskOptions) -> Answer:
+        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            return await self._run(context, " ".join(question.split()))
+
+        return await run_recorded(
+            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+        )
+
+    async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
+        found: dict[str, Hit] = {}
+        asked = [question]
+        previous: float | None = None
+        stop = "iteration-limit"
+        iteration = 0
+        for iteration in range(1, limit + 1):
+            if not context.may_retrieve():
+                stop = "retrieval-budget"
+                break
+            for hit in await context.retrieve(asked[-1], depth=iteration):
+                found.setdefault(hit.id, hit)
+            shown = list(found.values())[-MAX_PASSAGES:]
+            prompt = assess_prompt(question, shown, asked)
+            reply = await ask_json(context, "assess", prompt, ASSESS_SCHEMA, name="assessor", depth=iteration)
+            assessment = read_reply(context, "assess", reply, prompt, read_assessment, name="assessor", depth=iteration)
+            rule = stop_rule(iteration, limit, assessment, previous, asked)
+            gain = None if previous is None else round(assessment.confidence - previous, 6)
+            context.recorder.add(
+                json_step(
+                    "assess",
+                    reply,
+                    prompt,
+                    name="assessor",
+                    depth=iteration,
+                    decision="final" if rule else "retrieve",
+                    decided_by=rule or "assessor",
+                    queries=(assessment.next_query,) if assessment.next_query else (),
+                    details={"confidence": assessment.confidence, "gain": gain, "stop": rule},
+                )
+            )
+            if rule is not None:
+                stop = rule
+                break
+            assert assessment.next_query is not None
+            asked.append(assessment.next_query)
+            previous = assessment.confidence
+        hits = list(found.values())[-MAX_PASSAGES:]
+        prompt = single_prompt(question, context_line(hits))
+        done = await ask_text(context, prompt, max_tokens=context.options.max_tokens)
+        context.recorder.add(
+            text_step(
+                "answer",
+                done,
+                prompt,
+                depth=iteration,
+                decision="final",
+                decided_by=stop,
+                details={"stop": stop, "iterations": iteration, "queries": asked},
+            )
+        )
+        return answer_line(done.text), citations_of(hits)

@@ -1,0 +1,65 @@
+"""Strategy names → constructors: an explicit mapping, no lookup of classes by string.
+
+:func:`build_strategy` wires a strategy to its collaborators: the LLM client, the retriever, the trace
+sink and, where a strategy uses them, the store (DualRAG's outlines) and the embedder (DualRAG's
+reranking against the entity; HyDE's dense search of the hypothetical passages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hopsearch.service.errors import ConfigError
+from hopsearch.service.llm import LLMClient
+from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.settings import Settings
+from hopsearch.service.store import Store
+from hopsearch.service.strategies.base import Strategy
+from hopsearch.service.strategies.deeprag import DeepRAG
+from hopsearch.service.strategies.dualrag import DualRAG
+from hopsearch.service.strategies.hyde import HyDE
+from hopsearch.service.strategies.iterative import Iterative
+from hopsearch.service.strategies.single import SingleRetrieval
+from hopsearch.service.traces import TraceSink
+from hopsearch.service.types import Embedder, Retriever
+
+STRATEGIES: tuple[str, ...] = ("single", "deeprag", "dualrag", "iterative", "hyde")
+
+
+def build_strategy(
+    name: str,
+    *,
+    llm: LLMClient,
+    retriever: Retriever,
+    sink: TraceSink | None,
+    store: Store | None = None,
+    embedder: Embedder | None = None,
+    settings: Settings,
+) -> Strategy:
+    """The strategy called ``name`` (one of :data:`STRATEGIES`)."""
+    builders: dict[str, Callable[[], Strategy]] = {
+        "single": lambda: SingleRetrieval(llm, retriever, sink),
+        "deeprag": lambda: DeepRAG(llm, retriever, sink),
+        "dualrag": lambda: DualRAG(
+            llm,
+            retriever,
+            sink,
+            outlines=EsOutlineStore(store) if store is not None else None,
+            embedder=embedder,
+            namespace=settings.outline_namespace,
+            max_age_s=settings.outline_max_age_s,
+            persist=settings.outline_persist,
+        ),
+        "iterative": lambda: Iterative(llm, retriever, sink),
+        "hyde": lambda: HyDE(
+            llm,
+            retriever,
+            sink,
+            decompose=settings.hyde_decompose,
+            hypothetical=settings.hyde_hypothetical,
+            dense=embedder is not None,
+        ),
+    }
+    if name not in builders:
+        raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return builders[name]()
