@@ -24,8 +24,10 @@ from hopsearch.service.llm import local
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import AskOptions
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from rich.console import Console
 
+DEMO_DEPTH = 4
 DEMO_QUESTION_ID = "1bac32280bdb11eba7f7acde48001122"  # the director of "Song Of The Gringo"
 
 
@@ -72,7 +74,9 @@ async def ask_sample(
             f"({time.monotonic() - started:.1f} s) → {settings.passages_alias}"
         )
         console.print(f"[bold]4/4[/] asking with {strategy}: [italic]{chosen.question}[/]")
-        answer = await runtime.strategy(strategy).answer(chosen.question, AskOptions())
+        # A base model this small needs a worked example of DeepRAG's format; a short depth keeps it quick.
+        options = AskOptions(demonstrations=DEMONSTRATIONS, max_depth=DEMO_DEPTH)
+        answer = await runtime.strategy(strategy).answer(chosen.question, options)
         document = answer.trace.to_document()
     print_answer(console, document)
     console.print(f"gold answer (2WikiMultihopQA): {', '.join(chosen.answers)}")
