@@ -11,15 +11,7 @@ from hopsearch.service.settings import Settings, load_settings
 
 
 def node_spec(settings: Settings) -> esnode.NodeSpec:
-    return esnode.NodeSpec(
-        version=settings.es_version,
-        port=settings.es_port,
-        node_dir=settings.state_dir / f"es-{settings.es_version}",
-        cache_dir=settings.cache_dir,
-        heap=settings.es_heap,
-        es_home=settings.es_home,
-        java_home=settings.java_home,
-    )
+    return esnode.spec_from_settings(settings)
 
 
 @click.group()
@@ -28,9 +20,7 @@ def es() -> None:
 
 
 @es.command()
-@click.option(
-    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
-)
+@click.option("--version", "version", default=None, help="Elasticsearch version (default: settings.es_version).")
 @click.option("--port", type=int, default=None, help="HTTP port (default: settings.es_port).")
 def up(version: str | None, port: int | None) -> None:
     """Download (once), unpack and start the node; wait until it answers."""
@@ -49,24 +39,16 @@ def up(version: str | None, port: int | None) -> None:
 
 
 @es.command()
-@click.option(
-    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
-)
+@click.option("--version", "version", default=None, help="Elasticsearch version (default: settings.es_version).")
 def down(version: str | None) -> None:
     """Stop the node started by ``es up``."""
     spec = node_spec(load_settings(**({"es_version": version} if version else {})))
     stopped = esnode.stop(spec)
-    click.echo(
-        f"stopped Elasticsearch {spec.version}"
-        if stopped
-        else f"Elasticsearch {spec.version} was not running"
-    )
+    click.echo(f"stopped Elasticsearch {spec.version}" if stopped else f"Elasticsearch {spec.version} was not running")
 
 
 @es.command()
-@click.option(
-    "--version", "version", default=None, help="Elasticsearch version (default: settings.es_version)."
-)
+@click.option("--version", "version", default=None, help="Elasticsearch version (default: settings.es_version).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(version: str | None, as_json: bool) -> None:
     """Say whether the local node answers; exit 1 when it does not."""

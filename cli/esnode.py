@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hopsearch.service.errors import NodeError
+from hopsearch.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,19 @@ class NodeSpec:
     @property
     def log_file(self) -> Path:
         return self.node_dir / "console.log"
+
+
+def spec_from_settings(settings: Settings) -> NodeSpec:
+    """The local node the settings describe (``hopsearch es``, ``demo`` and this module's ``main``)."""
+    return NodeSpec(
+        version=settings.es_version,
+        port=settings.es_port,
+        node_dir=settings.state_dir / f"es-{settings.es_version}",
+        cache_dir=settings.cache_dir,
+        heap=settings.es_heap,
+        es_home=settings.es_home,
+        java_home=settings.java_home,
+    )
 
 
 def free_port() -> int:
@@ -249,31 +263,35 @@ def start(spec: NodeSpec, *, timeout: float = 180.0) -> dict[str, object]:
     raise NodeError(f"Elasticsearch {spec.version} did not answer on {spec.url} within {timeout:.0f}s")
 
 
-def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:
-    """Stop the node started from ``spec`` (SIGTERM to its process group, SIGKILL after ``timeout``)."""
-    pid = read_pid(spec)
-    if pid is None:
-        spec.pid_file.unlink(missing_ok=True)
-        return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        spec.pid_file.unlink(missing_ok=True)
-        return False
+def _wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until process group ``pid`` is gone (reaping our child); ``False`` on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
-            break
+            _reap(pid)
+            return True
         _reap(pid)
-        time.sleep(0.2)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    _reap(pid)
+        time.sleep(0.1)
+    return False
+
+
+def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:
+    """Stop the node started from ``spec`` (SIGTERM to its process group, SIGKILL after ``timeout``)."""
+    pid = read_pid(spec)
+    spec_running = pid is not None
+    if pid is not None:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            spec_running = False
+        if spec_running and not _wait_gone(pid, timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _wait_gone(pid, 10)
     spec.pid_file.unlink(missing_ok=True)
-    return True
+    return spec_running
 
 
 def kill(spec: NodeSpec) -> None:
@@ -282,15 +300,7 @@ def kill(spec: NodeSpec) -> None:
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pid, 0)
-            except ProcessLookupError:
-                break
-            _reap(pid)
-            time.sleep(0.1)
-        _reap(pid)
+        _wait_gone(pid, 30)
 
 
 def _reap(pid: int) -> None:
@@ -308,16 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] not in ("up", "down", "status"):
         print("usage: python -m hopsearch.cli.esnode up|down|status")
         return 2
-    settings = load_settings()
-    spec = NodeSpec(
-        version=settings.es_version,
-        port=settings.es_port,
-        node_dir=settings.state_dir / f"es-{settings.es_version}",
-        cache_dir=settings.cache_dir,
-        heap=settings.es_heap,
-        es_home=settings.es_home,
-        java_home=settings.java_home,
-    )
+    spec = spec_from_settings(load_settings())
     if args[0] == "up":
         print(json.dumps(start(spec)))
     elif args[0] == "down":
