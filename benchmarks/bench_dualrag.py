@@ -1,0 +1,183 @@
+"""Benchmark of one DualRAG step on the real Elasticsearch and a delayed scripted LLM server.
+
+    .venv/bin/python benchmarks/bench_dualrag.py [--passages 400] [--runs 40] [--delay 0.5]
+
+1. Retrieval: 3 entities x 3 keywords (k = 50 each) as ONE ``_msearch`` (what DualRAG does) versus
+   nine sequential searches, both through the same merge; median over ``--runs`` after a warm-up.
+2. Summaries: the Knowledge Summarizer for 3 entities concurrently (``asyncio.gather``, what DualRAG
+   does) against a scripted server that answers each call after ``--delay`` seconds, versus the
+   same 3 calls one after the other.
+
+Starts its own Elasticsearch 8.19 node (hopsearch.cli.esnode, integ-test-zip from the cache) on a free
+port in a temporary folder, indexes passages from the shared 2WikiMultihopQA sample (their context
+paragraphs; synthetic passages when the sample is absent), and stops the node at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
+
+from hopsearch.cli import esnode  # noqa: E402
+from hopsearch.service.llm import LLMClient  # noqa: E402
+from hopsearch.service.retrieval import EsRetriever  # noqa: E402
+from hopsearch.service.settings import load_settings  # noqa: E402
+from hopsearch.service.store import Store  # noqa: E402
+from hopsearch.service.strategies import AskOptions  # noqa: E402
+from hopsearch.service.strategies.base import RunContext  # noqa: E402
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, summarize  # noqa: E402
+from hopsearch.service.traces import TraceRecorder  # noqa: E402
+from hopsearch.service.types import Hit, RetrievalQuery, Retriever, SearchResult  # noqa: E402
+
+from tests.scripted_llm import ScriptedLLM  # noqa: E402
+
+SAMPLE = ROOT.parent / "shared" / "data" / "2wiki_dev100.jsonl"
+ES_VERSION = "8.19.21"
+
+
+def passages(limit: int) -> list[tuple[str, str, str]]:
+    found: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    if SAMPLE.is_file():
+        with SAMPLE.open() as lines:
+            for line in lines:
+                for title, sentences in json.loads(line)["context"]:
+                    if title not in seen:
+                        seen.add(title)
+                        found.append((f"w{len(found)}", title, " ".join(sentences)))
+    topics = ["film", "director", "river", "composer", "album", "city", "footballer", "novel", "painter"]
+    while len(found) < limit:  # synthetic filler when the sample is absent or short
+        n = len(found)
+        found.append((f"s{n}", f"Entity {n}", f"Entity {n} is a {topics[n % 9]} born in {1800 + n % 200}."))
+    return found[:limit]
+
+
+class Sequential:
+    """The same retriever, one query per round trip (the baseline)."""
+
+    def __init__(self, inner: Retriever) -> None:
+        self.inner = inner
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        return [(await self.inner.search_many([query]))[0] for query in queries]
+
+
+class NoRetrieval:
+    """The summaries need no retrieval."""
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        return []
+
+
+async def medians_ms(actions: Sequence[Callable[[], Awaitable[object]]], runs: int, warm: int = 3) -> list[float]:
+    """Median wall time of each action; runs interleaved (A B A B ...) so load spikes hit both alike."""
+    for _ in range(warm):
+        for action in actions:
+            await action()
+    times: list[list[float]] = [[] for _ in actions]
+    for _ in range(runs):
+        for number, action in enumerate(actions):
+            started = time.perf_counter()
+            await action()
+            times[number].append((time.perf_counter() - started) * 1000)
+    return [statistics.median(samples) for samples in times]
+
+
+async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: int) -> None:
+    settings = load_settings(es_url=[url], index_prefix="bench", embedder="none")
+    store = await Store.connect(settings)
+    try:
+        target = await store.ensure_indices(None)
+        actions = [
+            {"_index": target, "_id": i, "_source": {"title": t, "text": x, "source": "jsonl", "doc_id": i}}
+            for i, t, x in corpus
+        ]
+        ok, errors = await store.bulk(actions, refresh=True)
+        assert not errors and ok == len(corpus), errors[:3]
+        titles = [t for _, t, _ in corpus[:3]]
+        searches = [
+            EntitySearch(t.casefold(), t, (t, f"{t} director", f"{t} born")) for t in titles
+        ]  # 3 entities x 3 keywords
+        retriever = EsRetriever(store)
+        sequential = Sequential(retriever)
+        batched = await gather_candidates(retriever, searches)
+        one_by_one = await gather_candidates(sequential, searches)
+        assert {k: [h.id for h in v] for k, v in batched.items()} == {
+            k: [h.id for h in v] for k, v in one_by_one.items()
+        }, "the two ways must find the same passages"
+        one, nine = await medians_ms(
+            [lambda: gather_candidates(retriever, searches), lambda: gather_candidates(sequential, searches)],
+            runs,
+            warm=max(20, runs // 2),  # a fresh node's JIT needs a few hundred queries
+        )
+        print(
+            f"DualRAG retrieval step: 3 entities x 3 keywords (k=50 each) over {ok} passages, "
+            f"Elasticsearch {store.info.number}, median of {runs} runs"
+        )
+        print(f"  one _msearch (9 queries):   {one:8.2f} ms")
+        print(f"  nine sequential searches:   {nine:8.2f} ms")
+        print(f"  speed-up: {nine / one:.2f}x (target >= 3x)")
+    finally:
+        await store.close()
+
+
+async def bench_summaries(delay: float, runs: int) -> None:
+    with ScriptedLLM(lambda request: "A short summary.", delay_first=10**9, delay_s=delay) as server:
+        settings = load_settings(
+            llm_base_url=[server.base_url], llm_model="scripted", llm_engine="vllm", llm_timeout=30.0
+        )
+        async with LLMClient(settings) as llm:
+            options = AskOptions()
+            hit = Hit("p1", 1.0, "Title", "Some passage text.")
+            jobs = [(EntitySearch(f"e{n}", f"Entity {n}", (f"Entity {n}",)), [hit]) for n in range(3)]
+
+            def context() -> RunContext:
+                recorder = TraceRecorder("q", "dualrag", llm.model, {})
+                return RunContext(llm, NoRetrieval(), recorder, options, time.monotonic() + 600)
+
+            async def concurrent() -> None:
+                await summarize(context(), "q", "", [], jobs)
+
+            async def serial() -> None:
+                for job in jobs:
+                    await summarize(context(), "q", "", [], [job])
+
+            together, apart = (ms / 1000 for ms in await medians_ms([concurrent, serial], runs, warm=1))
+    print(f"Summaries: 3 entities, scripted server answering after {delay:.3f} s per call, median of {runs} runs")
+    print(f"  concurrent (asyncio.gather): {together:.3f} s = {together / delay:.2f}x one call (target <= 1.2x)")
+    print(f"  serial, one after the other: {apart:.3f} s = {apart / delay:.2f}x one call")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--passages", type=int, default=400)
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--delay", type=float, default=0.5)
+    parser.add_argument("--summary-runs", type=int, default=5)
+    args = parser.parse_args()
+    cache = load_settings().cache_dir
+    with tempfile.TemporaryDirectory(prefix="bench-es-") as folder:
+        spec = esnode.NodeSpec(
+            version=ES_VERSION, port=esnode.free_port(), node_dir=Path(folder) / "node", cache_dir=cache
+        )
+        esnode.start(spec, timeout=300)
+        try:
+            asyncio.run(bench_retrieval(spec.url, passages(args.passages), args.runs))
+        finally:
+            esnode.stop(spec)
+    asyncio.run(bench_summaries(args.delay, args.summary_runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
