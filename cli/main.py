@@ -13,6 +13,7 @@ from hopsearch.cli.es import es
 from hopsearch.cli.evaluate import evaluate
 from hopsearch.cli.index import index
 from hopsearch.cli.llm import llm
+from hopsearch.cli.outlines import outlines
 from hopsearch.cli.serve import serve
 
 
@@ -38,3 +39,4 @@ main.add_command(doctor)
 main.add_command(evaluate)
 main.add_command(serve)
 main.add_command(index)
+main.add_command(outlines)

@@ -1,0 +1,93 @@
+"""``hopsearch outlines show ENTITY`` and ``hopsearch outlines search QUERY``: DualRAG's stored outlines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import click
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.outlines import EntityOutline, EsOutlineStore
+from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.store import Store
+
+
+def _settings(namespace: str | None) -> tuple[Settings, str]:
+    settings = load_settings()
+    return settings, namespace or settings.outline_namespace
+
+
+def _print(outlines: Sequence[EntityOutline], max_age_s: float, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([o.to_document() for o in outlines], indent=2, ensure_ascii=False))
+        return
+    cutoff = datetime.now(UTC) - timedelta(seconds=max_age_s)
+    for number, outline in enumerate(outlines):
+        if number:
+            click.echo("")
+        also = f"  (also: {', '.join(outline.aliases)})" if outline.aliases else ""
+        click.echo(f"## {outline.entity}{also}  [namespace {outline.namespace}, {len(outline.facts)} facts]")
+        for fact in outline.facts:
+            stale = "" if fact.created_at >= cutoff else "  (stale)"
+            click.echo(f"- {fact.summary}{stale}")
+            click.echo(
+                f"    passages {', '.join(fact.passage_ids) or '-'}; {fact.created_at:%Y-%m-%d %H:%M} UTC; "
+                f"model {fact.model}; trace {fact.trace_id}"
+            )
+            click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}")
+
+
+namespace_option = click.option(
+    "--namespace", default=None, help="Outline namespace (default: settings.outline_namespace)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the outline documents as JSON.")
+
+
+@click.group("outlines")
+def outlines() -> None:
+    """Read the per-entity knowledge outlines DualRAG stores (with their provenance)."""
+
+
+@outlines.command("show")
+@click.argument("entity")
+@namespace_option
+@json_option
+def show(entity: str, namespace: str | None, as_json: bool) -> None:
+    """Print the outline of ENTITY (its name or any alias, normalised)."""
+    settings, space = _settings(namespace)
+
+    async def go() -> EntityOutline | None:
+        async with await Store.connect(settings) as store:
+            return await EsOutlineStore(store).get(space, entity)
+
+    try:
+        found = asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if found is None:
+        raise click.ClickException(f"no outline for {entity!r} in namespace {space!r}")
+    _print([found], settings.outline_max_age_s, as_json)
+
+
+@outlines.command("search")
+@click.argument("query")
+@namespace_option
+@click.option("-n", "size", type=click.IntRange(1, 100), default=10, show_default=True)
+@json_option
+def search(query: str, namespace: str | None, size: int, as_json: bool) -> None:
+    """Full-text search over entity names, aliases and facts."""
+    settings, space = _settings(namespace)
+
+    async def go() -> list[EntityOutline]:
+        async with await Store.connect(settings) as store:
+            return await EsOutlineStore(store).search(space, query, size=size)
+
+    try:
+        found = asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not found:
+        raise click.ClickException(f"no outline matches {query!r} in namespace {space!r}")
+    _print(found, settings.outline_max_age_s, as_json)
