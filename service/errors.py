@@ -13,7 +13,7 @@
     │   ├── LLMUnavailable            connect errors, 429 and 5xx after every retry
     │   ├── LLMTimeout                the deadline passed
     │   └── LLMOutputError            the model's output could not be parsed (after the repair retry)
-    ├── StrategyError                 a strategy could not finish (budget exhausted, no answer)
+    ├── StrategyError                 a strategy could not finish (budget exhausted, no answer); 400
     └── ApiError                      the HTTP service refuses a request
         ├── RequestInvalid            400 a field out of bounds or of the wrong shape (names the field)
         ├── AuthenticationError       401 no API key (security_exception)
@@ -128,8 +128,10 @@ class LLMOutputError(LLMError):
 
 
 class StrategyError(HopsearchError):
+    """The run hit a limit the request set (its budget): a client error, like ES's result window."""
+
     error_type = "strategy_exception"
-    status = 500
+    status = 400
 
 
 class ApiError(HopsearchError):

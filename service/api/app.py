@@ -19,7 +19,7 @@ from hopsearch.service.api.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -138,6 +138,10 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
+            for response in responses.values():  # FastAPI adds "type": "string" beside a model's $ref
+                for media in response.get("content", {}).values():
+                    if "$ref" in media.get("schema", {}):
+                        media["schema"].pop("type", None)
             for status, text in ERROR_STATUSES.items():
                 if status not in responses:
                     responses[status] = {"description": text, "content": ref}
@@ -153,5 +157,8 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         prop = schemas.get(name, {}).get("properties", {}).get(field)
         if prop is not None:
             prop["maximum" if "maximum" in prop else "maxLength"] = bound
+    strategy = schemas.get("AskRequest", {}).get("properties", {}).get("strategy")
+    if strategy is not None:
+        strategy["enum"] = sorted(STRATEGIES)
     app.openapi_schema = doc
     return doc

@@ -54,10 +54,25 @@ def _failure(error: HopsearchError, answer: Answer) -> HopsearchError:
     return error
 
 
+def _sse_event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    payload = {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+    return {"type": "object", "required": ["event", "data"], "properties": {"event": {"const": name}, "data": payload}}
+
+
+#: One event of the stream (OpenAPI 3.1: the schema of an event-stream describes each event).
+SSE_EVENT = {
+    "oneOf": [
+        _sse_event("step", {"type": "object", "required": ["index", "kind"]}),
+        _sse_event("answer", {"$ref": "#/components/schemas/AskResponse"}),
+        _sse_event("error", {"$ref": "#/components/schemas/ErrorEnvelope"}),
+    ]
+}
+
+
 @router.post(
     "/{index}/_ask",
     response_model=None,
-    responses={200: {"model": AskResponse, "content": {SSE: {"schema": {"type": "string"}}}}},
+    responses={200: {"model": AskResponse, "content": {SSE: {"schema": SSE_EVENT}}}},
 )
 async def ask(
     request: Request,

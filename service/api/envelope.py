@@ -7,6 +7,7 @@ passes through a :class:`Redactor` first: configured secrets and URL user-info n
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -25,7 +26,10 @@ class OrjsonResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+        try:
+            return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # text that is not valid Unicode (echoed from a URL): escape it
+            return json.dumps(content, ensure_ascii=True, default=str).encode()
 
 
 class Redactor:

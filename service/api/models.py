@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from hopsearch.service.strategies import AskOptions, Budget
 from hopsearch.service.types import RetrievalMode
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 #: Fields a filter may name: the keyword, number and date fields of the passages mapping.
 FILTER_FIELD_PATTERN = (
@@ -22,11 +22,39 @@ MAX_TEXT = 100_000
 MAX_K = 10_000
 
 FieldName = Annotated[str, StringConstraints(pattern=FILTER_FIELD_PATTERN)]
-Scalar = Annotated[str, StringConstraints(max_length=512)] | int | float | bool
+Scalar = (
+    Annotated[str, StringConstraints(max_length=512)] | Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | float | bool
+)
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Refuse lone surrogates (valid JSON escapes, but not UTF-8: no client could send them on)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{where or 'body'}: text is not valid Unicode (lone surrogate)") from exc
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where)
+            _check_text(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            _check_text(item, f"{where}.{number}")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Request(_Strict):
+    """A request body: all of its text must be valid Unicode."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode(cls, data: Any) -> Any:
+        _check_text(data, "")
+        return data
 
 
 class RangeBounds(_Strict):
@@ -70,7 +98,7 @@ def filter_clause(item: Filter) -> dict[str, Any]:
     return {"term": dict(item.term)}
 
 
-class RetrieveRequest(_Strict):
+class RetrieveRequest(_Request):
     query: str = Field(min_length=1, max_length=MAX_TEXT, description="Plain text (never query-string syntax).")
     k: int = Field(10, ge=1, le=MAX_K, description="Number of hits (at most `api_max_k`).")
     mode: RetrievalMode = Field("bm25", description="bm25, dense or hybrid (RRF, k = 60).")
@@ -81,7 +109,7 @@ class BudgetModel(_Strict):
     max_steps: int = Field(10, ge=1, le=50)
     max_retrievals: int = Field(10, ge=0, le=100)
     max_llm_calls: int = Field(40, ge=1, le=400)
-    deadline_s: float | None = Field(None, gt=0, le=3600)
+    deadline_s: float | None = Field(None, ge=1, le=3600)
 
 
 class AskOptionsModel(_Strict):
@@ -98,14 +126,14 @@ class AskOptionsModel(_Strict):
         return AskOptions(self.mode, self.max_depth, self.k, self.retrieval_mode, self.max_tokens, budget)
 
 
-class AskRequest(_Strict):
+class AskRequest(_Request):
     question: str = Field(min_length=1, max_length=MAX_TEXT, description="At most `api_max_question_chars`.")
     strategy: str = Field("deeprag", min_length=1, max_length=64, description="A strategy name (see `GET /`).")
     options: AskOptionsModel = Field(default_factory=lambda: AskOptionsModel.model_validate({}))
     stream: bool = Field(False, description="Server-Sent Events: one `step` event per step, then `answer`.")
 
 
-class OutlineSearchRequest(_Strict):
+class OutlineSearchRequest(_Request):
     query: str | None = Field(None, min_length=1, max_length=MAX_TEXT, description="Text over names and facts.")
     entity: str | None = Field(None, min_length=1, max_length=512, description="An entity name or alias.")
     namespace: str | None = Field(None, min_length=1, max_length=256)
