@@ -124,7 +124,7 @@ async def _pump(
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
     workers = max(1, options.workers)
     raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
-    send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers * 2)
+    send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers)
     as_text = store.info.major < 8
     helpers = store.helpers
 
@@ -160,6 +160,7 @@ async def _pump(
             failures: list[Mapping[str, Any]] = []
             if batch.ids:
                 actions = serialise(index, batch, as_text)
+                batch.bodies.clear()  # the serialised lines are all that is needed from here on
                 stream = helpers.async_streaming_bulk(
                     store.client,
                     actions,
