@@ -118,7 +118,9 @@ class DualRAG:
 
     async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:
         prompt = identifier_prompt(run.question, run.render(), run.thoughts, run.known())
-        reply = await ask_json(context, "identify", prompt, IDENTIFIER_SCHEMA, name="identifier", depth=depth)
+        reply = await ask_json(
+            context, "identify", prompt, IDENTIFIER_SCHEMA, name="identifier", depth=depth, max_tokens=512
+        )
         merged: dict[str, list[str]] = {}
         links: list[dict[str, str]] = []
         for item in read_reply(context, "identify", reply, prompt, read_entities, name="identifier", depth=depth):

@@ -21,7 +21,7 @@ MAX_KEYWORDS = 3
 REASONER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "thought": {"type": "string", "maxLength": 400},
+        "thought": {"type": "string", "maxLength": 300},
         "need_retrieve": {"type": "boolean"},
     },
     "required": ["thought", "need_retrieve"],
@@ -37,13 +37,13 @@ IDENTIFIER_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "entity": {"type": "string", "maxLength": 120},
+                    "entity": {"type": "string", "maxLength": 80},
                     "keywords": {
                         "type": "array",
                         "maxItems": MAX_KEYWORDS,
-                        "items": {"type": "string", "maxLength": 120},
+                        "items": {"type": "string", "maxLength": 80},
                     },
-                    "same_as": {"type": "string", "maxLength": 120},
+                    "same_as": {"type": "string", "maxLength": 80},
                 },
                 "required": ["entity", "keywords", "same_as"],
                 "additionalProperties": False,

@@ -135,7 +135,9 @@ class Iterative:
                 found.setdefault(hit.id, hit)
             shown = list(found.values())[-MAX_PASSAGES:]
             prompt = assess_prompt(question, shown, asked)
-            reply = await ask_json(context, "assess", prompt, ASSESS_SCHEMA, name="assessor", depth=iteration)
+            reply = await ask_json(
+                context, "assess", prompt, ASSESS_SCHEMA, name="assessor", depth=iteration, max_tokens=384
+            )
             assessment = read_reply(context, "assess", reply, prompt, read_assessment, name="assessor", depth=iteration)
             rule = stop_rule(iteration, limit, assessment, previous, asked)
             gain = None if previous is None else round(assessment.confidence - previous, 6)
