@@ -1,0 +1,213 @@
+"""Static checks of docker/: the compose file, the service's Dockerfile and the Kibana saved objects
+(Docker cannot run here). Every field a saved object names must exist in es_mappings/ with a type
+its aggregation accepts."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hopsearch.service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKER = ROOT / "docker"
+NUMERIC = {"integer", "long", "float", "double", "short", "byte", "half_float", "scaled_float"}
+AGG_TYPES: dict[str, set[str]] = {
+    "terms": NUMERIC | {"keyword", "boolean"},
+    "avg": NUMERIC,
+    "sum": NUMERIC,
+    "min": NUMERIC,
+    "max": NUMERIC,
+    "percentiles": NUMERIC,
+    "histogram": NUMERIC,
+    "cardinality": NUMERIC | {"keyword", "date"},
+    "date_histogram": {"date"},
+}
+SERVICE_KEYS = {
+    "image", "build", "command", "entrypoint", "environment", "ports", "volumes", "depends_on", "healthcheck",
+    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks",
+}  # fmt: skip
+
+
+def default_of(value: str) -> str:
+    """``${VAR:-default}`` → ``default`` (the value compose uses when the variable is unset)."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value)
+
+
+def fields_of(mapping_name: str) -> dict[str, str]:
+    mapping = json.loads((ROOT / "es_mappings" / f"{mapping_name}.json").read_text())["mappings"]["properties"]
+    out: dict[str, str] = {}
+
+    def walk(props: dict[str, Any], prefix: str) -> None:
+        for name, spec in props.items():
+            if "properties" in spec:
+                walk(spec["properties"], f"{prefix}{name}.")
+                continue
+            out[prefix + name] = spec.get("type", "object")
+            for sub, sub_spec in spec.get("fields", {}).items():
+                out[f"{prefix}{name}.{sub}"] = sub_spec["type"]
+
+    walk(mapping, "")
+    return out
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def saved_objects() -> list[dict[str, Any]]:
+    lines = (DOCKER / "kibana" / "hopsearch.ndjson").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_compose_structure(compose: dict[str, Any]) -> None:
+    assert set(compose) <= {"name", "services", "volumes", "networks", "configs", "secrets"}
+    services = compose["services"]
+    assert set(services) == {"elasticsearch", "kibana", "kibana-setup", "vllm", "hopsearch"}
+    for name, service in services.items():
+        assert set(service) <= SERVICE_KEYS, name
+        assert "image" in service or "build" in service, name
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DOCKER / source).exists(), volume
+            else:
+                assert source in compose["volumes"], volume
+        for dependency, condition in service.get("depends_on", {}).items():
+            assert dependency in services and "healthcheck" in services[dependency], (name, dependency)
+            assert condition == {"condition": "service_healthy"}
+        if "healthcheck" in service:
+            assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
+
+
+def test_elasticsearch_and_kibana_are_the_full_717_distribution(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    es_image = default_of(services["elasticsearch"]["image"])
+    kibana_image = default_of(services["kibana"]["image"])
+    assert re.fullmatch(r"docker\.elastic\.co/elasticsearch/elasticsearch:7\.17\.\d+", es_image)  # not -oss
+    assert kibana_image == es_image.replace("elasticsearch/elasticsearch", "kibana/kibana")
+    environment = services["elasticsearch"]["environment"]
+    assert environment["discovery.type"] == "single-node"
+    assert "elasticsearch:9200" in services["kibana"]["environment"]["ELASTICSEARCH_HOSTS"]
+
+
+def test_vllm_serves_the_configured_model_on_a_gpu(compose: dict[str, Any]) -> None:
+    vllm = compose["services"]["vllm"]
+    command = [str(part) for part in vllm["command"]]
+    model = command[command.index("--model") + 1]
+    served = command[command.index("--served-model-name") + 1]
+    assert model.startswith("${VLLM_MODEL:-") and default_of(model)
+    assert served == compose["services"]["hopsearch"]["environment"]["HOPSEARCH_LLM_MODEL"]
+    (device,) = vllm["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    assert default_of(vllm["image"]).startswith("vllm/vllm-openai:")
+
+
+def test_the_service_is_configured_only_through_real_settings(compose: dict[str, Any]) -> None:
+    service = compose["services"]["hopsearch"]
+    environment = service["environment"]
+    for name in environment:
+        assert name.startswith("HOPSEARCH_") and name[10:].lower() in Settings.model_fields, name
+    assert environment["HOPSEARCH_LLM_BASE_URL"] == "http://vllm:8000/v1"
+    assert environment["HOPSEARCH_ES_URL"] == "http://elasticsearch:9200"
+    assert environment["HOPSEARCH_API_KEYS"].startswith("${HOPSEARCH_API_KEYS:?")  # required, no default
+    port = environment["HOPSEARCH_API_PORT"]
+    assert service["ports"] == [f"127.0.0.1:{port}:{port}"]
+    assert (DOCKER / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
+
+
+def test_dockerfile_builds_from_the_repository_and_serves() -> None:
+    text = (DOCKER / "Dockerfile").read_text()
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), source
+    assert re.search(r"^FROM python:3\.1[1-9]", text, re.M)
+    assert "hopsearch serve" in text and f"EXPOSE {Settings.model_fields['api_port'].default}" in text
+    assert re.search(r"^USER (?!root)", text, re.M)
+
+
+def test_the_import_step_posts_the_ndjson_to_kibana(compose: dict[str, Any]) -> None:
+    setup = compose["services"]["kibana-setup"]
+    assert setup["restart"] == "no" and setup["depends_on"] == {"kibana": {"condition": "service_healthy"}}
+    assert "./kibana:/kibana:ro" in setup["volumes"] and setup["entrypoint"] == ["sh", "/kibana/import.sh"]
+    script = (DOCKER / "kibana" / "import.sh").read_text()
+    assert "/api/saved_objects/_import?overwrite=true" in script and "kbn-xsrf: true" in script
+    assert "hopsearch.ndjson" in script and "set -eu" in script
+
+
+def test_saved_objects_parse_and_references_resolve(saved_objects: list[dict[str, Any]]) -> None:
+    ids = {(item["type"], item["id"]) for item in saved_objects}
+    assert len(ids) == len(saved_objects)
+    kinds = [item["type"] for item in saved_objects]
+    assert kinds.count("index-pattern") == 2 and kinds.count("search") == 1 and kinds.count("dashboard") == 1
+    assert kinds.count("visualization") >= 4
+    for item in saved_objects:
+        assert item["coreMigrationVersion"].startswith("7.17")
+        for reference in item["references"]:
+            assert (reference["type"], reference["id"]) in ids, (item["id"], reference)
+        source = item["attributes"].get("kibanaSavedObjectMeta", {}).get("searchSourceJSON")
+        if source is not None and "indexRefName" in json.loads(source):
+            names = {ref["name"] for ref in item["references"]}
+            assert json.loads(source)["indexRefName"] in names
+    dashboard = next(item for item in saved_objects if item["type"] == "dashboard")
+    panels = json.loads(dashboard["attributes"]["panelsJSON"])
+    assert {p["panelRefName"] for p in panels} == {r["name"] for r in dashboard["references"]}
+    assert {p["type"] for p in panels} == {"visualization", "search"}
+
+
+def test_index_patterns_match_the_default_indices(saved_objects: list[dict[str, Any]]) -> None:
+    settings = Settings()
+    patterns = {item["id"]: item["attributes"] for item in saved_objects if item["type"] == "index-pattern"}
+    for object_id, index, mapping in (
+        ("hopsearch-traces", settings.traces_index, "traces"),
+        ("hopsearch-outlines", settings.outlines_index, "outlines"),
+    ):
+        attributes = patterns[object_id]
+        assert fnmatch.fnmatch(index, attributes["title"]), (index, attributes["title"])
+        assert fields_of(mapping)[attributes["timeFieldName"]] == "date"
+
+
+def test_every_field_a_saved_object_uses_exists_with_a_fitting_type(saved_objects: list[dict[str, Any]]) -> None:
+    mappings = {"hopsearch-traces": fields_of("traces"), "hopsearch-outlines": fields_of("outlines")}
+    checked = 0
+    for item in saved_objects:
+        pattern = next((r["id"] for r in item["references"] if r["type"] == "index-pattern"), None)
+        if item["type"] == "search":
+            fields = mappings[str(pattern)]
+            for column in item["attributes"]["columns"]:
+                assert column in fields, column
+                checked += 1
+            for field, _ in item["attributes"]["sort"]:
+                assert field in fields, field
+        if item["type"] == "visualization":
+            fields = mappings[str(pattern)]
+            state = json.loads(item["attributes"]["visState"])
+            assert state["title"] == item["attributes"]["title"]
+            for aggregation in state["aggs"]:
+                field = aggregation["params"].get("field")
+                if aggregation["type"] == "count":
+                    continue
+                assert field in fields, (item["id"], field)
+                assert fields[field] in AGG_TYPES[aggregation["type"]], (item["id"], field, fields[field])
+                checked += 1
+    assert checked > 15
+
+
+def test_the_ndjson_is_what_the_generator_writes(saved_objects: list[dict[str, Any]]) -> None:
+    spec = importlib.util.spec_from_file_location("build_saved_objects", DOCKER / "kibana" / "build_saved_objects.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.render() == (DOCKER / "kibana" / "hopsearch.ndjson").read_text()
