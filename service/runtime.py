@@ -3,16 +3,14 @@ client and trace sink per process, and the strategies built over them by name.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hopsearch.service.embedders import make_embedder
-from hopsearch.service.errors import ConfigError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.strategies import DeepRAG, SingleRetrieval, Strategy
+from hopsearch.service.strategies import STRATEGIES, Strategy, build_strategy
 from hopsearch.service.traces import ElasticsearchTraceSink
 from hopsearch.service.types import Embedder
 
@@ -30,9 +28,7 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(
-        cls, settings: Settings, *, index: str | None = None, refresh_traces: bool = False
-    ) -> Runtime:
+    async def open(cls, settings: Settings, *, index: str | None = None, refresh_traces: bool = False) -> Runtime:
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -60,16 +56,18 @@ class Runtime:
         await self.close()
 
     def strategy(self, name: str) -> Strategy:
-        """The strategy called ``name`` (built once per runtime)."""
+        """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime."""
         if name not in self._strategies:
-            factory = STRATEGIES.get(name)
-            if factory is None:
-                raise ConfigError(f"unknown strategy {name!r}; choose one of {', '.join(sorted(STRATEGIES))}")
-            self._strategies[name] = factory(self)
+            self._strategies[name] = build_strategy(
+                name,
+                llm=self.llm,
+                retriever=self.retriever,
+                sink=self.sink,
+                store=self.store,
+                embedder=self.embedder,
+                settings=self.settings,
+            )
         return self._strategies[name]
 
 
-STRATEGIES: dict[str, Callable[[Runtime], Strategy]] = {
-    "single": lambda rt: SingleRetrieval(rt.llm, rt.retriever, rt.sink),
-    "deeprag": lambda rt: DeepRAG(rt.llm, rt.retriever, rt.sink),
-}
+__all__ = ["STRATEGIES", "Runtime"]
