@@ -130,9 +130,7 @@ async def probe(settings: Settings) -> ServerInfo:
                             modules=frozenset(),
                             flavor=str(version.get("build_flavor", "default")),
                         )
-                    raise StoreError(
-                        f"Elasticsearch at {url} refused the credentials (HTTP {root.status_code})"
-                    )
+                    raise StoreError(f"Elasticsearch at {url} refused the credentials (HTTP {root.status_code})")
                 last = StoreError(f"Elasticsearch at {url} answered HTTP {response.status_code}")
             except httpx.HTTPError as exc:
                 last = exc
@@ -143,9 +141,7 @@ async def probe(settings: Settings) -> ServerInfo:
 def make_client(settings: Settings, info: ServerInfo) -> Any:
     """The async client of the library that matches the server's major version."""
     # Bodies are plain dicts on purpose (one code path for both clients): silence that deprecation.
-    warnings.filterwarnings(
-        "ignore", message="The 'body' parameter is deprecated", category=DeprecationWarning
-    )
+    warnings.filterwarnings("ignore", message="The 'body' parameter is deprecated", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message="Elasticsearch built-in security features are not enabled")
     kwargs: dict[str, Any] = {"verify_certs": settings.es_verify_certs}
     if settings.es_ca_file is not None:
@@ -164,9 +160,7 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
 
     if settings.es_username and settings.es_password is not None:
         kwargs["http_auth"] = (settings.es_username, settings.es_password.get_secret_value())
-    return AsyncElasticsearch7(
-        list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs
-    )
+    return AsyncElasticsearch7(list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs)
 
 
 def _status(exc: Exception) -> int | None:
