@@ -181,8 +181,23 @@ def helpers_bulk(url: str, path: Path, body: dict[str, Any], rows: int) -> float
     return rows / seconds
 
 
+#: Runs the CLI and reports the process's own peak RSS (VmHWM: per address space, so unlike
+#: ru_maxrss it does not include the benchmark process's RSS inherited at fork time).
+CHILD = """
+import atexit, sys
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            sys.stderr.write("PEAK_RSS_KB " + line.split()[1] + "\\n")
+atexit.register(peak)
+from hopsearch.cli.main import main
+sys.argv[0] = "hopsearch"
+main()
+"""
+
+
 def run_loader(url: str, path: Path, prefix: str, state: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
-    """(a) in a subprocess: its JSON report and peak RSS in MiB (``ru_maxrss`` of the child)."""
+    """(a) in a subprocess: its JSON report and its peak RSS in MiB."""
     env = {
         **os.environ,
         "HOPSEARCH_ES_URL": url,
@@ -190,18 +205,14 @@ def run_loader(url: str, path: Path, prefix: str, state: Path, extra: list[str])
         "HOPSEARCH_STATE_DIR": str(state),
         "HOPSEARCH_EMBEDDER": "none",
     }
-    hopsearch = str(Path(sys.executable).parent / "hopsearch")
-    cmd = [hopsearch, "index", "dpr", str(path), "--no-embed", "--quiet", "--json"]
-    proc = subprocess.Popen([*cmd, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    cmd = [sys.executable, "-c", CHILD, "index", "dpr", str(path), "--no-embed", "--quiet", "--json", *extra]
+    proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"loader failed ({proc.returncode}): {err.decode()[-2000:]}")
-    report: dict[str, Any] = json.loads(out)
+        raise RuntimeError(f"loader failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    report: dict[str, Any] = json.loads(proc.stdout)
+    peak = [line for line in proc.stderr.decode().splitlines() if line.startswith("PEAK_RSS_KB")]
     httpx.delete(f"{url}/{prefix}-*", timeout=60)
-    return report, usage.ru_maxrss / 1024
+    return report, int(peak[-1].split()[1]) / 1024
 
 
 async def passages_body(url: str) -> dict[str, Any]:
