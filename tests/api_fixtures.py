@@ -4,6 +4,7 @@ driven in-process through ``httpx.ASGITransport`` (lifespan included)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -21,7 +22,7 @@ from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, server_for, settings_for
-from tests.scripted_llm import ScriptedLLM
+from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
 API_KEY = "test-api-key-1"
 OTHER_KEY = "test-api-key-2"
@@ -37,6 +38,51 @@ MODEL = DeepRAGModel(
     ],
     final="2021",
 )
+
+
+def instance_of(schema: dict[str, Any]) -> Any:
+    """A small value that satisfies a JSON schema (objects with their required properties)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return instance_of(schema[key][0])
+    kind = schema.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: instance_of(props.get(name, {})) for name in schema.get("required", list(props))}
+    if kind == "array":
+        return [instance_of(schema.get("items", {})) for _ in range(max(1, int(schema.get("minItems", 1))))]
+    if kind in ("number", "integer"):
+        value = max(float(schema.get("minimum", 0.9)), min(float(schema.get("maximum", 0.9)), 0.9))
+        return int(value) if kind == "integer" else value
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return "Richard Donner"[: int(schema.get("maxLength", 64))]
+
+
+def any_strategy_model(request: ScriptRequest) -> str:
+    """A scripted model for every strategy: the DeepRAG format for completions and continued turns,
+    a valid instance of the requested JSON schema for the JSON roles, a short answer otherwise."""
+    body = request.body
+    if request.prompt.endswith("\nAnswer:"):  # retrieve-then-read
+        return " 2021\nQuestion: next"
+    if request.endpoint == "completions" or body.get("continue_final_message"):
+        return MODEL(request)
+    json_schema = (body.get("response_format") or {}).get("json_schema") or {}
+    if json_schema.get("schema"):
+        return json.dumps(instance_of(json_schema["schema"]))
+    fmt = body.get("response_format") or {}
+    if fmt.get("schema"):
+        return json.dumps(instance_of(fmt["schema"]))
+    return "2021"
+
+
 EXTRA_PASSAGES = [
     ("p-syntax", "Query syntax", 'Text with title:foo AND (bar OR and "unbalanced quotes and a ~ tilde.'),
 ]

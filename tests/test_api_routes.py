@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 
-from tests.api_fixtures import QUESTION, dead_url, serving
+from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 
 
@@ -215,3 +215,15 @@ async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> No
     assert error_of(bad_json)[:2] == (400, "parse_exception")
     assert error_of(bad_strategy)[2].startswith("[body.strategy]")
     assert error_of(bad_stream)[2].startswith("[query.stream]")
+
+
+async def test_every_registered_strategy_answers_over_http(es8_node: EsNode) -> None:
+    from hopsearch.service.runtime import STRATEGIES
+
+    async with serving(es8_node.url, script=any_strategy_model) as api:
+        for name in STRATEGIES:
+            response = await api.client.post(f"/{api.alias}/_ask", json={"question": QUESTION, "strategy": name})
+            assert response.status_code == 200, (name, response.text)
+            body = response.json()
+            assert body["strategy"] == name and body["answer"], name
+            assert (await api.client.get(f"/_traces/{body['trace_id']}")).status_code == 200

@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.api_fixtures import API_KEY, MODEL, api_settings, load_passages, uvicorn_serving
+from tests.api_fixtures import API_KEY, any_strategy_model, api_settings, load_passages, uvicorn_serving
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for
 from tests.scripted_llm import ScriptedLLM
@@ -49,7 +49,7 @@ async def _prepare(settings: Settings, drop: bool = False) -> None:
 
 @pytest.fixture(scope="module")
 def served(es8_node: EsNode) -> Iterator[Served]:
-    with server_for("vllm", MODEL) as llm:
+    with server_for("vllm", any_strategy_model) as llm:
         config = api_settings(es8_node.url, llm, api_max_k=50, api_max_question_chars=500, llm_retries=0)
         asyncio.run(_prepare(config))
         app = create_app(config)
