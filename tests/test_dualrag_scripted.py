@@ -13,7 +13,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
-from hopsearch.service.strategies.dualrag_prompts import is_none
+from hopsearch.service.strategies.dualrag_prompts import EntityQuery, is_none, read_entities
 from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 
@@ -246,3 +246,15 @@ async def test_malformed_json_twice_fails_cleanly_with_a_trace() -> None:
     assert "no json at all" in failed["output"] and '{"wrong": 1}' in failed["output"]
     assert "entities" in failed["error"]
     assert len(server.requests) == 3 and retriever.batches == []  # reasoner + identifier + its one repair
+
+
+async def test_placeholders_copied_from_the_instructions_count_as_nothing() -> None:
+    placeholder = {"entities": [{"entity": "...", "keywords": ["..."], "same_as": ""}]}
+    model = ChatModel({"reasoner": [reason("...", True)], "identifier": [placeholder]}, answer="x")
+    answer, doc, retriever, server = await run(model)
+    answer.raise_for_error()
+    assert final(doc)["decided_by"] == "no-entities" and retriever.batches == []
+    assert "Reasoning:\n(none yet)" in server.prompts[-1]  # the "..." thought was not kept
+    assert read_entities({"entities": [{"entity": "Jaws", "keywords": ["…", " Jaws  1975 "]}]}) == [
+        EntityQuery("Jaws", ("Jaws 1975",), None)
+    ]

@@ -70,6 +70,7 @@ def test_stop_rule_order_and_thresholds() -> None:
     assert stop_rule(1, 5, a(0.3, "Q"), None, ["q"]) == "no-next-query"  # already searched
     assert stop_rule(5, 5, a(0.3), 0.1, ["q"]) == "iteration-limit"
     assert read_assessment(assess("85%", "none")) == Assessment(0.85, "r", "m", None)
+    assert read_assessment(assess(0.5, "...")).next_query is None  # a placeholder is no query
     assert read_assessment(assess(1.7)).confidence == 0.017
     with pytest.raises(LLMOutputError):
         read_assessment(assess("very"))
@@ -141,6 +142,9 @@ async def test_hyde_decomposes_writes_passages_and_fuses_one_batch() -> None:
 
 
 async def test_hyde_simple_question_stays_one_and_switches_turn_steps_off() -> None:
+    placeholder = ChatModel({"decompose": [{"sub_queries": ["...", "…"]}]})
+    _, _, retriever, _ = await run(HyDE, placeholder, QUESTION, hypothetical=False)
+    assert retriever.batches == [[(QUESTION, "dense"), (QUESTION, "bm25")]]  # the question itself
     simple = ChatModel({"decompose": [{"sub_queries": ["Who directed Jaws?"]}]})
     _, doc, retriever, _ = await run(HyDE, simple, "Who directed Jaws?")
     assert len(retriever.batches[0]) == 2 and [s["kind"] for s in doc["steps"]].count("hyde") == 1

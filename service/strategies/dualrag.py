@@ -97,7 +97,8 @@ class DualRAG:
             prompt = reasoner_prompt(question, run.render(), run.thoughts)
             reply = await ask_json(context, "reason", prompt, REASONER_SCHEMA, name="reasoner", depth=depth)
             reasoning = read_reply(context, "reason", reply, prompt, read_reasoning, name="reasoner", depth=depth)
-            run.thoughts.append(reasoning.thought)
+            if reasoning.thought:
+                run.thoughts.append(reasoning.thought)
             decision = "retrieve" if reasoning.need_retrieve else "final"
             context.recorder.add(json_step("reason", reply, prompt, name="reasoner", depth=depth, decision=decision))
             if not reasoning.need_retrieve:

@@ -83,8 +83,15 @@ def _flag(value: Any) -> bool:
     raise LLMOutputError(f"need_retrieve must be true or false, got {value!r}", details={"value": value})
 
 
+def text_of(value: Any) -> str:
+    """A reply string with whitespace collapsed; "" for a placeholder a small model copied from the
+    instructions ("...", "…", "-": no letter or digit in it)."""
+    text = " ".join(str(value or "").split())
+    return text if any(char.isalnum() for char in text) else ""
+
+
 def read_reasoning(value: Mapping[str, Any]) -> Reasoning:
-    return Reasoning(" ".join(str(value.get("thought") or "").split()), _flag(value.get("need_retrieve")))
+    return Reasoning(text_of(value.get("thought")), _flag(value.get("need_retrieve")))
 
 
 def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
@@ -98,17 +105,17 @@ def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
             item = {"entity": item, "keywords": []}
         if not isinstance(item, Mapping):
             continue
-        name = " ".join(str(item.get("entity") or "").split())
+        name = text_of(item.get("entity"))
         if not name:
             continue
         words = item.get("keywords")
         words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
         keywords: list[str] = []
         for word in words:
-            text = " ".join(str(word).split())
+            text = text_of(word)
             if text and text.casefold() not in {k.casefold() for k in keywords}:
                 keywords.append(text)
-        same_as = " ".join(str(item.get("same_as") or "").split()) or None
+        same_as = text_of(item.get("same_as")) or None
         found.append(EntityQuery(name, tuple(keywords[:MAX_KEYWORDS]) or (name,), same_as))
     return found
 
@@ -136,7 +143,7 @@ def reasoner_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str
         f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
         'Write the next reasoning step as "thought". Set "need_retrieve" to true when knowledge needed '
         "for the answer is still missing from the outline, false when the outline and the reasoning "
-        'are enough to answer.\nReply with JSON only: {"thought": "...", "need_retrieve": true}'
+        "are enough to answer.\nReply with one JSON object with the keys thought and need_retrieve."
     )
 
 
@@ -148,8 +155,8 @@ def identifier_prompt(question: str, outline: str, thoughts: Sequence[str], know
         f"Reasoning so far:\n{_thoughts(thoughts)}\n\nKnown entities: {entities}\n\n"
         f'For each entity give "entity" (its name), "keywords" (1 to {MAX_KEYWORDS} short search '
         'queries about it) and "same_as" (the known entity it is, when it is one under another name; '
-        'otherwise "").\nReply with JSON only: '
-        '{"entities": [{"entity": "...", "keywords": ["..."], "same_as": ""}]}'
+        'otherwise "").\nReply with one JSON object with the key entities: a list of objects with the '
+        "keys entity, keywords and same_as."
     )
 
 

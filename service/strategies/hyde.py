@@ -25,7 +25,7 @@ from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
 from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
 from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line
+from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
 from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, text_step
 from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, Step, TraceSink
@@ -55,7 +55,7 @@ def decompose_prompt(question: str) -> str:
         "Split the question into the smallest set of self-contained sub-questions (1 to "
         f"{MAX_SUB_QUERIES}) that must be looked up to answer it. A simple question stays one "
         f"sub-question: itself.\n\nQuestion: {question}\n\n"
-        'Reply with JSON only: {"sub_queries": ["..."]}'
+        "Reply with one JSON object with the key sub_queries: a list of strings."
     )
 
 
@@ -72,7 +72,7 @@ def read_sub_queries(value: Mapping[str, Any], question: str) -> list[str]:
     items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
     found: list[str] = []
     for item in items:
-        text = " ".join(str(item).split())
+        text = text_of(item)
         if text and text.casefold() not in {f.casefold() for f in found}:
             found.append(text)
     return found[:MAX_SUB_QUERIES] or [question]

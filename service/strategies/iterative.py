@@ -23,7 +23,7 @@ from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
 from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line
+from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
 from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, read_reply, text_step
 from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, TraceSink
@@ -65,11 +65,11 @@ def read_assessment(value: Mapping[str, Any]) -> Assessment:
         raise LLMOutputError(f"confidence must be a number, got {raw!r}", details={"value": dict(value)}) from exc
     if confidence > 1.0:
         confidence /= 100.0
-    query = " ".join(str(value.get("next_query") or "").split())
+    query = text_of(value.get("next_query"))
     return Assessment(
         confidence=min(1.0, max(0.0, confidence)),
-        reasoning=" ".join(str(value.get("reasoning") or "").split()),
-        missing_info=" ".join(str(value.get("missing_info") or "").split()),
+        reasoning=text_of(value.get("reasoning")),
+        missing_info=text_of(value.get("missing_info")),
         next_query=None if query.casefold().strip(".") in _NO_QUERY else query,
     )
 
@@ -97,8 +97,8 @@ def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> s
         f"Question: {question}\n\nSearches so far:\n{searched}\n\n{context_line(hits)}\n\n"
         '"confidence": how sure you are (0.0 to 1.0) that the passages contain the answer; "reasoning": '
         'why; "missing_info": what is still missing; "next_query": a better search query for the missing '
-        'information, or "" when no further search would help.\nReply with JSON only: '
-        '{"confidence": 0.5, "reasoning": "...", "missing_info": "...", "next_query": "..."}'
+        'information, or "" when no further search would help.\nReply with one JSON object with the keys '
+        "confidence, reasoning, missing_info and next_query."
     )
 
 
