@@ -164,3 +164,27 @@ def test_cut_at_first() -> None:
 def test_backoff_is_bounded(retry: int, base: float, cap: float, seed: int) -> None:
     delay = backoff_delay(retry, base, cap, random.Random(seed))
     assert 0.0 <= delay <= min(cap, base * 2**retry)
+
+
+async def test_credentials_in_a_base_url_become_basic_auth_and_never_reach_attempts() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            return httpx.Response(503, json={"error": "busy"})
+        body = {
+            "choices": [{"text": "ok", "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+        }
+        return httpx.Response(200, json=body)
+
+    url = "http://alice:pa55word@llm.internal:8000/v1"
+    settings = settings_for([], llm_base_url=[url], llm_engine="openai", llm_retries=2, llm_backoff_base=0.0)
+    async with LLMClient(settings, transport=httpx.MockTransport(handler)) as llm:
+        done = await llm.complete("hi", max_tokens=2)
+    assert done.text == "ok" and done.retries == 1
+    assert all(r.headers["authorization"].startswith("Basic ") for r in seen)
+    assert all("pa55word" not in str(r.url) for r in seen)
+    assert all("pa55word" not in a.url and "alice" not in a.url for a in done.attempts)
+    assert done.attempts[0].url == "http://llm.internal:8000/v1/completions"

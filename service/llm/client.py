@@ -33,7 +33,15 @@ class _Pool:
     def __init__(self, urls: Sequence[str], balance: str) -> None:
         if not urls:
             raise LLMError("no LLM base URL configured")
-        self.urls = [url.rstrip("/") for url in urls]
+        # user:password@ in a base URL becomes basic auth, so credentials never reach logs or traces.
+        self.auth: dict[str, tuple[str, str]] = {}
+        self.urls = []
+        for raw in urls:
+            parsed = httpx.URL(raw.rstrip("/"))
+            clean = str(parsed.copy_with(username=None, password=None)).rstrip("/")
+            if parsed.username:
+                self.auth[clean] = (parsed.username, parsed.password or "")
+            self.urls.append(clean)
         self.balance = balance
         self.in_flight = dict.fromkeys(self.urls, 0)
         self._turn = itertools.count()
@@ -230,7 +238,9 @@ class LLMClient:
             self._pool.in_flight[base] += 1
             started = time.monotonic()
             try:
-                response = await self._http.request(method, url, json=body, timeout=seconds)
+                response = await self._http.request(
+                    method, url, json=body, timeout=seconds, auth=self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
+                )
             except httpx.TimeoutException as exc:
                 return _fail(url, None, started, f"timeout: {type(exc).__name__}"), None, True
             except (httpx.TransportError, OSError) as exc:
