@@ -9,33 +9,18 @@ from typing import Any
 
 import click
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.llm import LLMClient
+from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
-from hopsearch.service.strategies import AskOptions, DeepRAG, SingleRetrieval, Strategy
+from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
-from hopsearch.service.traces import ElasticsearchTraceSink
 
 
 async def ask_question(settings: Settings, question: str, strategy_name: str, options: AskOptions) -> Answer:
     """Answer with the store (retrieval and the traces index) and the configured LLM."""
-    from hopsearch.service.retrieval import EsRetriever
-    from hopsearch.service.store import Store
-
-    store = await Store.connect(settings)
-    try:
-        await store.ensure_indices(None)
-        sink = ElasticsearchTraceSink(store, settings.traces_index)
-        retriever = EsRetriever(store)
-        async with LLMClient(settings) as llm:
-            strategy: Strategy
-            if strategy_name == "single":
-                strategy = SingleRetrieval(llm, retriever, sink)
-            else:
-                strategy = DeepRAG(llm, retriever, sink)
-            return await strategy.answer(question, options)
-    finally:
-        await store.close()
+    async with await Runtime.open(settings) as runtime:
+        await runtime.store.ensure_indices(runtime.embedder)
+        return await runtime.strategy(strategy_name).answer(question, options)
 
 
 def _short(text: str, width: int = 90) -> str:
@@ -61,7 +46,7 @@ def render_step(step: Mapping[str, Any]) -> str:
 
 @click.command("ask")
 @click.argument("question")
-@click.option("--strategy", type=click.Choice(["deeprag", "single"]), default="deeprag", show_default=True)
+@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
 @click.option("--index", default=None, help="Index prefix to read passages from and write the trace to.")
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
 @click.option("--depth", type=int, default=10, show_default=True, help="DeepRAG depth (6 for HotpotQA).")

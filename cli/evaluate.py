@@ -51,8 +51,8 @@ async def _run(
     console: Console,
 ) -> dict[str, dict[str, float]]:
     records = read_questions(path, limit=limit)
-    settings = load_settings()
-    async with await Runtime.open(settings, index=index) as runtime:
+    settings = load_settings(**({"index_prefix": index} if index else {}))
+    async with await Runtime.open(settings) as runtime:
         if corpus_from_context:
             indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
             console.print(f"corpus: indexed {indexed} context passages ({present} already present)")
@@ -75,9 +75,7 @@ async def _run(
                 sink.flush()
                 progress.advance(task)
 
-            rows = await run_eval(
-                runtime.strategy(strategy), items, options, concurrency=concurrency, on_row=on_row
-            )
+            rows = await run_eval(runtime.strategy(strategy), items, options, concurrency=concurrency, on_row=on_row)
     return summarize(rows)
 
 
@@ -85,13 +83,11 @@ async def _run(
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
+@click.option("--index", default=None, help="Index prefix: passages, outlines and traces under it (default: settings).")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL."
-)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def evaluate(
     questions: Path,

@@ -94,12 +94,16 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
     if not gguf.is_file():
         raise ConfigError(f"GGUF model not found: {gguf}")
     threads = str(max(1, (os.cpu_count() or 2)))
-    return [
+    command = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(gguf), "--model_alias", settings.llm_model,
         "--host", "127.0.0.1", "--port", port,
         "--n_ctx", str(settings.llm_ctx), "--n_threads", threads, "--verbose", "false",
     ]  # fmt: skip
+    if not model:
+        # The bundled Gemma GGUF carries no chat template; without this llama.cpp falls back to [INST] tags.
+        command += ["--chat_format", "gemma"]
+    return command
 
 
 def _alive(pid: int) -> bool:
