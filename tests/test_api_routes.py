@@ -172,6 +172,7 @@ async def test_outlines_by_entity_alias_and_search(es_node: EsNode) -> None:
         "entity_key": "richard donner",
         "entity": "Richard Donner",
         "aliases": ["Dick Donner"],
+        "keys": ["richard donner", "dick donner"],
         "updated_at": "2024-05-01T00:00:00Z",
         "facts": [{"summary": "Richard Donner directed Lethal Weapon.", "passage_ids": ["p-lethal"]}],
     }
@@ -182,11 +183,13 @@ async def test_outlines_by_entity_alias_and_search(es_node: EsNode) -> None:
         by_alias = await api.client.get("/_outlines/Dick Donner", params={"namespace": "default"})
         other_ns = await api.client.get("/_outlines/Richard Donner", params={"namespace": "elsewhere"})
         unknown = await api.client.get("/_outlines/Nobody")
+        normalised = await api.client.get("/_outlines/Richard Donner's")  # possessive: the same entity key
         search = await api.client.post("/_outlines/_search", json={"query": "directed Lethal Weapon"})
         by_entity = await api.client.post("/_outlines/_search", json={"entity": "dick donner", "namespace": "default"})
         none = await api.client.post("/_outlines/_search", json={"query": "Lethal", "namespace": "elsewhere"})
     assert by_name.status_code == 200 and by_name.json()["_source"]["entity"] == "Richard Donner"
     assert by_alias.json()["_id"] == "default:richard donner"
+    assert normalised.status_code == 200 and normalised.json()["_id"] == "default:richard donner"
     assert error_of(other_ns)[0] == 404 and error_of(unknown)[:2] == (404, "resource_not_found_exception")
     assert search.json()["hits"]["hits"][0]["_source"]["entity_key"] == "richard donner"
     assert by_entity.json()["hits"]["total"]["value"] == 1

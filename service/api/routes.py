@@ -21,6 +21,7 @@ from hopsearch.service.api.models import (
     filter_clause,
 )
 from hopsearch.service.api.state import ApiState
+from hopsearch.service.entities import entity_key
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.runtime import STRATEGIES
@@ -161,6 +162,9 @@ def _entity_query(entity: str, namespace: str | None) -> dict[str, Any]:
     names = sorted({entity, entity.strip(), entity.strip().casefold()})
     should: list[dict[str, Any]] = [{"terms": {"entity_key": names}}]
     should += [{"terms": {"entity.keyword": names}}, {"terms": {"aliases.keyword": names}}]
+    key = entity_key(entity)  # the normalised keys DualRAG stores outlines under (names and aliases)
+    if key:
+        should.append({"term": {"keys": key}})
     query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
     if namespace:
         query["bool"]["filter"] = [{"term": {"namespace": namespace}}]
