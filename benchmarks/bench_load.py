@@ -11,7 +11,9 @@ CSV-quoted double quotes), BM25 only. It prints docs/s for
       loads psgs_w100.tsv),
 
 the ratios a/b and a/c, and the loader's peak RSS at ``--rows`` and at ``--rss-rows`` passages.
-Every load goes into a fresh index with the passages mapping, ``refresh_interval -1`` and no replicas.
+Every load goes into a fresh index with the passages mapping, ``refresh_interval -1`` and no replicas,
+writes the same documents, and is timed until searchable (final refresh included). (a), (b) and (c)
+run ``--rounds`` times in a rotating order; the medians are compared (a shared 2-core machine drifts).
 
     .venv/bin/python benchmarks/bench_load.py --rows 200000 --rss-rows 1000000
 """
@@ -264,12 +266,17 @@ def bench(args: argparse.Namespace, url: str, work: Path) -> int:
     rates: dict[str, list[float]] = {"a": [], "b": [], "c": []}
     rss_small = 0.0
     for n in range(1, args.rounds + 1):
-        report, rss = run_loader(url, data, f"bencha{n}", work / "state", extra)
-        assert report["reconciled"] and report["indexed"] == args.rows, report
-        rss_small = max(rss_small, rss)
-        rates["a"].append(args.rows / report["seconds"])
-        rates["b"].append(node_run(url, data, body, args.rows, batch, connections))
-        rates["c"].append(helpers_bulk(url, data, body, args.rows))
+        # rotate the order each round so drifting background load does not favour one method
+        for method in "abc"[(n - 1) % 3 :] + "abc"[: (n - 1) % 3]:
+            if method == "a":
+                report, rss = run_loader(url, data, f"bencha{n}", work / "state", extra)
+                assert report["reconciled"] and report["indexed"] == args.rows, report
+                rss_small = max(rss_small, rss)
+                rates["a"].append(args.rows / report["seconds"])
+            elif method == "b":
+                rates["b"].append(node_run(url, data, body, args.rows, batch, connections))
+            else:
+                rates["c"].append(helpers_bulk(url, data, body, args.rows))
         print(
             f"  round {n}: a {rates['a'][-1]:,.0f}  b {rates['b'][-1]:,.0f}  c {rates['c'][-1]:,.0f} docs/s", flush=True
         )

@@ -77,7 +77,9 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--quiet", is_flag=True, help="No progress bar.")(f)
     f = click.option("--dead-letter", type=click.Path(path_type=Path), help="Dead-letter JSONL file.")(f)
     f = click.option("--workers", type=int, default=3, show_default=True, help="Concurrent bulk requests.")(f)
-    f = click.option("--batch-size", type=int, default=None, help="Documents per bulk request.")(f)
+    f = click.option(
+        "--batch-size", type=int, default=None, help="Documents per bulk request (5000 BM25-only, 256 with vectors)."
+    )(f)
     f = click.option("--keep-old", is_flag=True, help="With --rebuild: keep the previous index version.")(f)
     f = click.option("--rebuild", is_flag=True, help="Fill a new index version, then swap the alias.")(f)
     f = click.option("--no-embed", is_flag=True, help="BM25 only: no vectors.")(f)
@@ -117,7 +119,7 @@ def _print(report: LoadReport, as_json: bool) -> None:
 
 def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
     settings = load_settings()
-    default_batch = 1000 if params["no_embed"] or settings.embedder == "none" else 256
+    default_batch = 5000 if params["no_embed"] or settings.embedder == "none" else 256
     options = LoadOptions(
         batch_size=params["batch_size"] or default_batch,
         workers=params["workers"],

@@ -31,7 +31,7 @@ from hopsearch.loaders.checkpoint import (
 )
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
 from hopsearch.loaders.target import load_time_settings, open_target
-from hopsearch.service.errors import ConfigError, HopsearchError, StoreError
+from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
 from hopsearch.service.esclient import translate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
@@ -130,10 +130,13 @@ async def _pump(
 
     async def produce() -> None:
         out = raw if embedder is not None else send
-        for seq, batch in enumerate(source.batches(start, options.batch_size, limit)):
-            for rejection in batch.rejections:
-                tracker.letters.write(rejection)
-            await out.put((seq, batch))
+        try:
+            for seq, batch in enumerate(source.batches(start, options.batch_size, limit)):
+                for rejection in batch.rejections:
+                    tracker.letters.write(rejection)
+                await out.put((seq, batch))
+        except (OSError, EOFError) as exc:  # a truncated .gz, a disk error: the file itself is bad
+            raise InputError(f"cannot read on: {exc}", source=str(source.path)) from exc
         if embedder is not None:
             await raw.put(None)
         else:

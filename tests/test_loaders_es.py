@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 from hopsearch.loaders.api import load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.checkpoint import read_checkpoint
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.errors import EmbedderMismatch
+from hopsearch.service.errors import EmbedderMismatch, InputError
 from hopsearch.service.store import Store
 
 from tests.loader_files import write_dpr
@@ -148,3 +149,14 @@ async def test_vectors_with_the_embedder_and_refusal_on_bm25_index(
     with pytest.raises(EmbedderMismatch, match="BM25 only"):
         await load_jsonl(bm25, path, options(other), embedder=minilm)
     await bm25.client.indices.delete(index=f"{bm25.settings.index_prefix}-*")
+
+
+async def test_truncated_gzip_fails_cleanly_with_a_checkpoint(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "psgs.tsv.gz"
+    write_dpr(path, 3000)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="cannot read on"):
+        await load_dpr(store, path, options(tmp_path, batch_size=100, workers=1))
+    saved = read_checkpoint(tmp_path / "load.checkpoint.json")
+    assert saved is not None and not saved.done and saved.indexed == saved.read > 0
