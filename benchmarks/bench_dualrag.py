@@ -38,7 +38,6 @@ from hopsearch.service.strategies.base import RunContext  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, summarize  # noqa: E402
 from hopsearch.service.traces import TraceRecorder  # noqa: E402
 from hopsearch.service.types import Hit, RetrievalQuery, Retriever, SearchResult  # noqa: E402
-
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 
 SAMPLE = ROOT.parent / "shared" / "data" / "2wiki_dev100.jsonl"

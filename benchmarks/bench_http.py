@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 import httpx
+
 from hopsearch.service.retrieval import bm25_body
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store

@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 import orjson
+
 from hopsearch.cli import esnode
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store

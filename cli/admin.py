@@ -9,6 +9,9 @@ from typing import Any
 
 import click
 import httpx
+from rich.console import Console
+from rich.table import Table
+
 from hopsearch.cli.esnode import find_java
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
@@ -17,8 +20,6 @@ from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
-from rich.console import Console
-from rich.table import Table
 
 
 def _fail(exc: HopsearchError) -> click.ClickException:

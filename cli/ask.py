@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import click
+
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings

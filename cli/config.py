@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 import click
-from hopsearch.service.settings import Settings, load_settings
 from pydantic import SecretStr
+
+from hopsearch.service.settings import Settings, load_settings
 
 
 def reference_markdown() -> str:

@@ -15,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 import click
+from rich.console import Console
+
 from hopsearch.cli import esnode
 from hopsearch.cli.es import node_spec
 from hopsearch.cli.render import print_answer
@@ -25,7 +27,6 @@ from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
-from rich.console import Console
 
 DEMO_DEPTH = 4
 DEMO_QUESTION_ID = "1bac32280bdb11eba7f7acde48001122"  # the director of "Song Of The Gringo"
@@ -61,9 +62,7 @@ def services_up(settings: Settings, console: Console) -> None:
         console.print(f"[bold]2/4[/] LLM: using {', '.join(settings.llm_base_url)}")
 
 
-async def ask_sample(
-    settings: Settings, question_id: str, strategy: str, console: Console
-) -> dict[str, object]:
+async def ask_sample(settings: Settings, question_id: str, strategy: str, console: Console) -> dict[str, object]:
     records = read_questions(sample_path())
     chosen = next((r for r in records if r.id == question_id), records[0])
     async with await Runtime.open(settings, refresh_traces=True) as runtime:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+
 from hopsearch.cli import esnode
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import Settings, load_settings

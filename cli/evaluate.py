@@ -7,12 +7,6 @@ import json
 from pathlib import Path
 
 import click
-from hopsearch.loaders.questions import index_contexts, read_questions
-from hopsearch.service.errors import HopsearchError
-from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
-from hopsearch.service.runtime import STRATEGIES, Runtime
-from hopsearch.service.settings import load_settings
-from hopsearch.service.strategies import AskOptions, depth_for
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -23,6 +17,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+
+from hopsearch.loaders.questions import index_contexts, read_questions
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
+from hopsearch.service.runtime import STRATEGIES, Runtime
+from hopsearch.service.settings import load_settings
+from hopsearch.service.strategies import AskOptions, depth_for
 
 COLUMNS = ("n", "em", "f1", "acc", "retrievals", "llm_calls", "tokens_in", "tokens_out", "wall_s", "errors")
 

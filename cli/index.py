@@ -15,13 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
-from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
-from hopsearch.service.embedders.factory import make_embedder
-from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import load_settings
-from hopsearch.service.store import Store
-from hopsearch.service.types import Embedder
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -34,6 +27,14 @@ from rich.progress import (
 from rich.progress import (
     Progress as RichBar,
 )
+
+from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
+from hopsearch.service.embedders.factory import make_embedder
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import load_settings
+from hopsearch.service.store import Store
+from hopsearch.service.types import Embedder
 
 Loader = Callable[..., Awaitable[LoadReport]]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.llm import local
 from hopsearch.service.settings import load_settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import click
+
 from hopsearch.cli.admin import doctor, init, search, traces
 from hopsearch.cli.ask import ask
 from hopsearch.cli.config import config

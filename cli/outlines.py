@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import click
+
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines import EntityOutline, EsOutlineStore
 from hopsearch.service.settings import Settings, load_settings

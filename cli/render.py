@@ -15,9 +15,7 @@ def _short(text: object, width: int = 70) -> str:
 
 
 def steps_table(document: Mapping[str, Any]) -> Table:
-    table = Table(
-        title=f"trace {document.get('trace_id')} ({document.get('strategy')}, {document.get('model')})"
-    )
+    table = Table(title=f"trace {document.get('trace_id')} ({document.get('strategy')}, {document.get('model')})")
     for column in ("#", "kind", "decision", "how", "queries / output", "hits", "ms", "tok in/out"):
         table.add_column(column, overflow="fold")
     for step in document.get("steps", []):

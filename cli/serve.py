@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import click
+
 from hopsearch.service.settings import load_settings
 
 
@@ -25,6 +26,7 @@ def is_loopback(host: str) -> bool:
 def serve(host: str | None, port: int | None, log_level: str, access_log: bool) -> None:
     """Serve the plugin-style HTTP API (`GET /`, `POST /{index}/_retrieve`, `POST /{index}/_ask`, ...)."""
     import uvicorn
+
     from hopsearch.service.api import create_app
 
     overrides: dict[str, object] = {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
 from hopsearch.loaders.model import Rejection
 from hopsearch.service.errors import ConfigError
 

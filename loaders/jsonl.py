@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from hopsearch.loaders.dpr import MAX_ID_BYTES, open_lines
 from hopsearch.loaders.model import SourceBatch
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from hopsearch.loaders.checkpoint import (
     Checkpoint,
     DeadLetters,

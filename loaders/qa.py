@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from hopsearch.loaders.model import SourceBatch
 from hopsearch.loaders.questions import parse_record
 from hopsearch.service.errors import InputError

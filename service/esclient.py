@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
+
 from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable
 from hopsearch.service.settings import Settings
 

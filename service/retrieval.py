@@ -180,10 +180,7 @@ class EsRetriever:
             else:
                 if method == "rerank":
                     dense = sorted(
-                        (
-                            _with_score(h, cosine(vectors[i], h.source.get("embedding") or [0.0]))
-                            for h in bm25
-                        ),
+                        (_with_score(h, cosine(vectors[i], h.source.get("embedding") or [0.0])) for h in bm25),
                         key=lambda h: -h.score,
                     )
                     bm25 = bm25[: query.k]

@@ -56,9 +56,7 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "openai", "none"] = Field(
         "minilm", description="`minilm` (local CPU all-MiniLM-L6-v2), `openai` (/v1/embeddings) or `none`."
     )
-    embed_base_url: str | None = Field(
-        None, description="Base URL of an OpenAI-compatible embeddings server."
-    )
+    embed_base_url: str | None = Field(None, description="Base URL of an OpenAI-compatible embeddings server.")
     embed_model: str | None = Field(None, description="Embedding model name for the `openai` embedder.")
     embed_api_key: SecretStr | None = Field(None, description="API key for the embeddings server.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts per embedding batch.")
@@ -78,9 +76,7 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
     llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
-    llm_backoff_base: float = Field(
-        0.5, ge=0, description="First retry back-off, seconds (doubles, jittered)."
-    )
+    llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
     llm_deadline: float = Field(300.0, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
@@ -127,9 +123,7 @@ class Settings(BaseSettings):
     es_home: Path | None = Field(None, description="An unpacked Elasticsearch distribution to run instead.")
     es_port: int = Field(9200, description="HTTP port of the local Elasticsearch node.")
     es_heap: str = Field("512m", description="Heap of the local Elasticsearch node.")
-    java_home: Path | None = Field(
-        None, description="JDK for the local node (default: found under /usr/lib/jvm)."
-    )
+    java_home: Path | None = Field(None, description="JDK for the local node (default: found under /usr/lib/jvm).")
     llm_port: int = Field(8080, description="Port of the local llama.cpp server (`llm up`).")
     llm_ctx: int = Field(4096, ge=256, description="Context length of the local LLM server (`llm up`).")
     llm_startup_timeout: float = Field(180.0, gt=0, description="Seconds `llm up` waits for /v1/models.")

@@ -148,9 +148,7 @@ class Store:
     async def passages_versions(self) -> list[str]:
         pattern = f"{self.settings.passages_alias}-v*"
         response = body_of(
-            await call(
-                self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"), "list"
-            )
+            await call(self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"), "list")
         )
         regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
@@ -220,22 +218,16 @@ class Store:
             )
 
     async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
-        await call(
-            self.client.indices.put_settings(index=index, body={"index": dict(settings)}), "put settings"
-        )
+        await call(self.client.indices.put_settings(index=index, body={"index": dict(settings)}), "put settings")
 
     async def get_settings(self, index: str) -> dict[str, Any]:
         response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
         return dict(next(iter(response.values()))["settings"]["index"])
 
     # --- documents -------------------------------------------------------------------------------
-    async def put_document(
-        self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False
-    ) -> None:
+    async def put_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> None:
         await call(
-            self.client.index(
-                index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"
-            ),
+            self.client.index(index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"),
             f"index document into {index}",
         )
 

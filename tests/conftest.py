@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from hopsearch.cli import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import HopsearchError

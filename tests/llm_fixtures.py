@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
-
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
 #: Server flavours the strategy tests run over: vLLM-like (``stop_reason``) and llama.cpp-like

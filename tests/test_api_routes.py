@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hopsearch.service.embedders.minilm import MiniLMEmbedder
 
+from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 

@@ -10,9 +10,6 @@ from dataclasses import dataclass
 
 import pytest
 import schemathesis
-from hopsearch.service.api import create_app
-from hopsearch.service.settings import Settings
-from hopsearch.service.store import Store
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
@@ -22,6 +19,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from hopsearch.service.api import create_app
+from hopsearch.service.settings import Settings
+from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, any_strategy_model, api_settings, load_passages, uvicorn_serving
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

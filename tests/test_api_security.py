@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import orjson
 import pytest
-from hopsearch.service.api import create_app
 
+from hopsearch.service.api import create_app
 from tests.api_fixtures import (
     API_KEY,
     ES_PASSWORD,

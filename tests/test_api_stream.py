@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import orjson
+
 from hopsearch.service.api import create_app
 from hopsearch.service.store import Store
-
 from tests.api_fixtures import API_KEY, MODEL, QUESTION, api_settings, load_passages, serving, uvicorn_serving
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

@@ -7,8 +7,8 @@ import json
 import uuid
 
 from click.testing import CliRunner
-from hopsearch.cli.main import main
 
+from hopsearch.cli.main import main
 from tests.conftest import EsNode
 
 

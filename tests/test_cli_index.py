@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+
 from hopsearch.cli.index import _print
 from hopsearch.cli.main import main
 from hopsearch.loaders.model import LoadReport
-
 from tests.conftest import EsNode
 from tests.loader_files import make_pdf
 from tests.test_loaders_es import dpr_with_bad_rows

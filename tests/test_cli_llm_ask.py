@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from hopsearch.cli.ask import ask
 from hopsearch.cli.llm import llm
 from hopsearch.service.store import Store
-
 from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
 from tests.test_deeprag_es import loaded
 

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from click.testing import CliRunner
+
 from hopsearch.cli.main import main
 from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
 from hopsearch.service.store import Store

@@ -4,12 +4,12 @@ index and read back; on a vLLM-like and a llama.cpp-like scripted server."""
 from __future__ import annotations
 
 import pytest
+
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval
 from hopsearch.service.traces import ElasticsearchTraceSink
-
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, server_for, settings_for
 
 FLAVOURS_ES = ["vllm", "llamacpp-followup"]

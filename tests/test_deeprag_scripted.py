@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from hopsearch.service.errors import LLMTimeout, LLMUnavailable
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval, depth_for
 from hopsearch.service.strategies.deeprag import STOPS
 from hopsearch.service.traces import MemoryTraceSink
-
 from tests.llm_fixtures import (
     EXPECTED_METHOD,
     FLAVOURS,

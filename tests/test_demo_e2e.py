@@ -13,8 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hopsearch.cli.esnode import free_port
 
+from hopsearch.cli.esnode import free_port
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.e2e

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from hopsearch.service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,6 @@ from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.traces import ElasticsearchTraceSink
-
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.dual_fixtures import ChatModel, entities, reason

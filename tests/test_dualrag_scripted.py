@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget
@@ -16,7 +17,6 @@ from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.dualrag_prompts import EntityQuery, is_none, read_entities
 from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
-
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
 from tests.scripted_llm import ScriptedLLM

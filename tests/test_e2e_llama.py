@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.llm import LLMClient, local
 from hopsearch.service.retrieval import EsRetriever
@@ -20,7 +21,6 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import ElasticsearchTraceSink
-
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.e2e

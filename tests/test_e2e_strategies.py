@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import EsOutlineStore
@@ -21,7 +22,6 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, AskOptions, Budget, build_strategy
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import ElasticsearchTraceSink
-
 from tests.test_e2e_llama import first_question, llama  # noqa: F401  (the shared local-model fixture)
 
 pytestmark = pytest.mark.e2e

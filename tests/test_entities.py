@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from hopsearch.service.entities import EntityLinker, entity_key
-from hopsearch.service.outlines import EntityOutline, Fact, render_outline
 from hypothesis import given
 from hypothesis import strategies as st
+
+from hopsearch.service.entities import EntityLinker, entity_key
+from hopsearch.service.outlines import EntityOutline, Fact, render_outline
 
 
 def test_entity_key_rules() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+
 from hopsearch.service.errors import ConfigError, LLMOutputError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import rrf
@@ -15,7 +16,6 @@ from hopsearch.service.strategies.base import Answer, Strategy
 from hopsearch.service.strategies.iterative import Assessment, read_assessment, stop_rule
 from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
-
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
 from tests.scripted_llm import ScriptedLLM

@@ -9,12 +9,12 @@ import time
 
 import httpx
 import pytest
-from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
-from hopsearch.service.llm import LLMClient, backoff_delay, complete_until, cut_at_first, identify_marker
-from hopsearch.service.strategies.deeprag import STOPS
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
+from hopsearch.service.llm import LLMClient, backoff_delay, complete_until, cut_at_first, identify_marker
+from hopsearch.service.strategies.deeprag import STOPS
 from tests.llm_fixtures import settings_for
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 

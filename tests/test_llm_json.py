@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.llm import chat_json, parse_json_object
-from hopsearch.service.llm.client import LLMClient
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.llm import chat_json, parse_json_object
+from hopsearch.service.llm.client import LLMClient
 from tests.llm_fixtures import settings_for
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 

@@ -14,7 +14,6 @@ from typing import Any
 from hopsearch.loaders.docs import DocsSource, load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.store import Store
-
 from tests.loader_files import make_docx, make_pdf, passage
 from tests.test_loaders_es import read_letters
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import orjson
 import pytest
+
 from hopsearch.loaders.api import load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.checkpoint import read_checkpoint
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import EmbedderMismatch, InputError
 from hopsearch.service.store import Store
-
 from tests.loader_files import write_dpr
 
 BAD_LINES = [

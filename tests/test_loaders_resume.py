@@ -8,12 +8,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from hopsearch.loaders.api import load_dpr
 from hopsearch.loaders.checkpoint import read_checkpoint
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.errors import StoreError
 from hopsearch.service.store import Store
-
 from tests.conftest import EsNode, make_settings
 from tests.loader_files import write_dpr
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hopsearch.loaders.chunking import chunk_blocks
 from hopsearch.loaders.dpr import DprSource
 from hopsearch.loaders.extract import Block, extract
@@ -14,9 +17,6 @@ from hopsearch.loaders.jsonl import JsonlSource
 from hopsearch.loaders.model import SourceBatch
 from hopsearch.loaders.qa import QaContextSource
 from hopsearch.service.errors import InputError
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.loader_files import make_docx, make_pdf, write_dpr
 
 BAD_DPR = (

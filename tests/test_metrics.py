@@ -6,6 +6,9 @@ punctuation, drop a/an/the, collapse spaces; yes/no/noanswer mismatch → F1 0).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hopsearch.service.evaluation.metrics import (
     accuracy,
     exact_match,
@@ -13,8 +16,6 @@ from hopsearch.service.evaluation.metrics import (
     normalize_answer,
     score,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 NORMALISED = [
     ("The Beatles", "beatles"),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from hopsearch.service.retrieval import cosine, rrf
-from hopsearch.service.types import Hit
 from hypothesis import given
 from hypothesis import strategies as st
+
+from hopsearch.service.retrieval import cosine, rrf
+from hopsearch.service.types import Hit
 
 
 def hits(ids: list[str]) -> list[Hit]:

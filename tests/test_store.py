@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
-
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 
@@ -90,9 +90,7 @@ async def test_dense_uses_the_server_capability(store: Store, minilm: MiniLMEmbe
     assert all("embedding" not in hit.source for hit in result.hits)
 
 
-async def test_dense_rerank_finds_semantic_match_among_bm25_candidates(
-    store: Store, minilm: MiniLMEmbedder
-) -> None:
+async def test_dense_rerank_finds_semantic_match_among_bm25_candidates(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
     [result] = await EsRetriever(store, minilm).search_many(
         [RetrievalQuery("how do green plants make food from light", k=1, mode="dense")]
@@ -176,9 +174,7 @@ async def test_embedder_guard_refuses_foreign_vectors(store: Store, minilm: Mini
         await store.check_embedder(minilm.model_id, 768)
 
 
-async def test_bm25_only_index_refuses_vectors_and_dense_queries(
-    store: Store, minilm: MiniLMEmbedder
-) -> None:
+async def test_bm25_only_index_refuses_vectors_and_dense_queries(store: Store, minilm: MiniLMEmbedder) -> None:
     await store.ensure_indices(None)
     with pytest.raises(EmbedderMismatch, match="without vectors"):
         await store.ensure_indices(minilm)

@@ -13,7 +13,6 @@ from hopsearch.service.strategies import AskOptions, HyDE, Iterative
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank
 from hopsearch.service.traces import ElasticsearchTraceSink
 from hopsearch.service.types import Hit
-
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.dual_fixtures import ChatModel

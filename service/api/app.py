@@ -13,6 +13,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
 from hopsearch.service.api import ask, routes
 from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response
 from hopsearch.service.api.gate import OPEN_PATHS, Gate
@@ -21,8 +24,6 @@ from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"

@@ -16,6 +16,9 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+
 from hopsearch.service.api.envelope import OrjsonResponse, error_body, status_of
 from hopsearch.service.api.models import AskRequest, AskResponse
 from hopsearch.service.api.routes import IndexName, check_k, state_of
@@ -24,8 +27,6 @@ from hopsearch.service.errors import HopsearchError, IndexMissing, RequestInvali
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.strategies import Answer, AskOptions, Strategy
 from hopsearch.service.traces import STEP_LISTENER, Step
-from starlette.background import BackgroundTask
-from starlette.responses import StreamingResponse
 
 log = logging.getLogger(__name__)
 router = APIRouter()

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+from starlette.responses import Response
+
 from hopsearch.service.errors import HopsearchError, StoreError
 from hopsearch.service.settings import Settings
-from starlette.responses import Response
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 #: Details of an error that are safe (and useful) to show to a client.

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hmac
 import time
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from hopsearch.service.api.envelope import error_response
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import (
@@ -22,7 +24,6 @@ from hopsearch.service.errors import (
     RequestInvalid,
     RequestTooLarge,
 )
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/_health"})
 _SCHEMES = (b"apikey ", b"bearer ")

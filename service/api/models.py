@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
 from hopsearch.service.strategies import AskOptions, Budget
 from hopsearch.service.types import RetrievalMode
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 #: Fields a filter may name: the keyword, number and date fields of the passages mapping.
 FILTER_FIELD_PATTERN = (

@@ -8,6 +8,8 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from starlette.responses import Response
+
 from hopsearch.service.api.envelope import OrjsonResponse
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
@@ -26,7 +28,6 @@ from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.types import RetrievalQuery, SearchResult
-from starlette.responses import Response
 
 router = APIRouter()
 IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]

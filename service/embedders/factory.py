@@ -17,8 +17,7 @@ def make_embedder(settings: Settings) -> Embedder | None:
         return MiniLMEmbedder(batch_size=settings.embed_batch_size)
     if not settings.embed_base_url or not settings.embed_model or not settings.embed_dims:
         raise ConfigError(
-            "HOPSEARCH_EMBEDDER=openai needs HOPSEARCH_EMBED_BASE_URL, HOPSEARCH_EMBED_MODEL "
-            "and HOPSEARCH_EMBED_DIMS"
+            "HOPSEARCH_EMBEDDER=openai needs HOPSEARCH_EMBED_BASE_URL, HOPSEARCH_EMBED_MODEL and HOPSEARCH_EMBED_DIMS"
         )
     from hopsearch.service.embedders.openai import OpenAIEmbedder
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from hopsearch.service.errors import ConfigError, EmbedderError
 from tokenizers import Tokenizer
+
+from hopsearch.service.errors import ConfigError, EmbedderError
 
 Array = npt.NDArray[np.float32]
 
@@ -99,9 +100,7 @@ class MiniLMEncoder:
             + self._w("embeddings.position_embeddings.weight")[np.arange(length)][None, :, :]
             + self._w("embeddings.token_type_embeddings.weight")[types]
         )
-        x = _layer_norm(
-            x, self._w("embeddings.LayerNorm.weight"), self._w("embeddings.LayerNorm.bias"), self.eps
-        )
+        x = _layer_norm(x, self._w("embeddings.LayerNorm.weight"), self._w("embeddings.LayerNorm.bias"), self.eps)
         head_dim = self.hidden // self.heads
         attn_bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         for i in range(self.layers):

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 import httpx
+
 from hopsearch.service.errors import EmbedderError
 
 
@@ -45,9 +46,7 @@ class OpenAIEmbedder:
         last: Exception | None = None
         for attempt in range(self._retries + 1):
             try:
-                response = await self._client.post(
-                    "/embeddings", json={"model": self._model, "input": list(batch)}
-                )
+                response = await self._client.post("/embeddings", json={"model": self._model, "input": list(batch)})
                 if response.status_code in (429, 500, 502, 503, 504) and attempt < self._retries:
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue

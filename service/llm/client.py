@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
 from hopsearch.service.settings import Settings

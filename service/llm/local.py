@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 import httpx
+
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.settings import Settings
 
