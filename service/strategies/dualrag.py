@@ -42,7 +42,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     read_reasoning,
     reasoner_prompt,
 )
-from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, read_reply, text_step
+from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import Embedder, Retriever
 
@@ -204,7 +204,7 @@ class DualRAG:
         self, context: RunContext, run: RunOutline, stop: str, iterations: int
     ) -> tuple[str, Sequence[Citation]]:
         prompt = answer_prompt(run.question, run.render(), run.thoughts)
-        done = await ask_text(context, prompt, max_tokens=context.options.max_tokens)
+        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
         context.recorder.add(
             text_step(
                 "answer",

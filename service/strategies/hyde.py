@@ -26,7 +26,7 @@ from hopsearch.service.retrieval import RRF_K, rrf
 from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
 from hopsearch.service.strategies.deeprag import context_line
 from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, text_step
+from hopsearch.service.strategies.roles import ask_answer, ask_json, ask_text, json_step, text_step
 from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import RetrievalQuery, Retriever
@@ -169,6 +169,6 @@ class HyDE:
             )
         )
         prompt = single_prompt(question, context_line(fused))
-        done = await ask_text(context, prompt, max_tokens=context.options.max_tokens)
+        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
         context.recorder.add(text_step("answer", done, prompt, depth=1, decision="final", decided_by="hyde"))
         return answer_line(done.text), citations_of(fused)

@@ -24,7 +24,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
 from hopsearch.service.strategies.deeprag import context_line
 from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_json, ask_text, json_step, read_reply, text_step
+from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
 from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, TraceSink
 from hopsearch.service.types import Hit, Retriever
@@ -162,7 +162,7 @@ class Iterative:
             previous = assessment.confidence
         hits = list(found.values())[-MAX_PASSAGES:]
         prompt = single_prompt(question, context_line(hits))
-        done = await ask_text(context, prompt, max_tokens=context.options.max_tokens)
+        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
         context.recorder.add(
             text_step(
                 "answer",

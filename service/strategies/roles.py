@@ -119,6 +119,13 @@ async def ask_text(
     return await context.llm.chat(user(prompt), stop=stop, max_tokens=max_tokens, deadline=context.deadline)
 
 
+async def ask_answer(context: RunContext, prompt: str, *, max_tokens: int) -> Completion:
+    """The final answer: a plain completion of a prompt that ends in ``Answer:``, cut at the line end.
+    Base models continue such a prompt; in a chat turn a small one tends to echo the instruction."""
+    context.check_llm_budget()
+    return await context.llm.complete(prompt, stop=("\n",), max_tokens=max_tokens, deadline=context.deadline)
+
+
 def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
     return Step.from_completion(kind, completion, prompt_chars=len(prompt), **fields)
 
