@@ -72,6 +72,8 @@ def bm25_body(query: RetrievalQuery, size: int, *, with_vectors: bool = False) -
     }
     return {
         "size": size,
+        # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
+        "track_total_hits": False,
         "query": {"bool": {"must": [match], "filter": [dict(f) for f in query.filters]}},
         "_source": True if with_vectors else SOURCE_EXCLUDES,
     }
