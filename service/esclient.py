@@ -154,8 +154,15 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
 
         if settings.es_username and settings.es_password is not None:
             kwargs["basic_auth"] = (settings.es_username, settings.es_password.get_secret_value())
+        from elasticsearch.serializer import OrjsonSerializer
+
+        # orjson parses bulk and _msearch answers several times faster than the standard library.
         return AsyncElasticsearch(
-            list(settings.es_url), request_timeout=settings.es_request_timeout, max_retries=2, **kwargs
+            list(settings.es_url),
+            request_timeout=settings.es_request_timeout,
+            max_retries=2,
+            serializer=OrjsonSerializer(),
+            **kwargs,
         )
     from elasticsearch7 import AsyncElasticsearch as AsyncElasticsearch7
 
