@@ -74,7 +74,7 @@ def es_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EsN
     def boot(label: str) -> tuple[str, EsNode | str]:
         try:
             esnode.start(specs[label], timeout=240)
-        except HopsearchError as exc:
+        except (HopsearchError, OSError) as exc:
             return label, f"Elasticsearch {label} could not start: {exc}"
         return label, EsNode(label, specs[label].url, specs[label])
 
