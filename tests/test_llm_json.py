@@ -87,3 +87,9 @@ async def test_bad_output_twice_raises_after_exactly_two_calls() -> None:
     assert len(server.requests) == 2
     assert caught.value.details["outputs"] == ["not json", '{"thought": "no flag"}']
     assert "need_retrieve" in caught.value.details["errors"][1]
+
+
+def test_raw_control_characters_inside_strings_are_tolerated() -> None:
+    # A small model (seen with Gemma 270M under a llama.cpp grammar) writes a raw newline inside a string.
+    value = parse_json_object('{"reasoning": "line one\nline two\tend", "confidence": 0.5}')
+    assert value == {"reasoning": "line one\nline two\tend", "confidence": 0.5}

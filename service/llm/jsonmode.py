@@ -71,7 +71,7 @@ def parse_json_object(text: str, schema: Mapping[str, Any] | None = None) -> dic
     error = "no JSON object found"
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
+            value = json.loads(candidate, strict=False)  # tolerate raw newlines and tabs inside strings
         except json.JSONDecodeError as exc:
             error = f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             continue
