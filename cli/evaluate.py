@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -24,6 +25,7 @@ from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, sum
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import load_settings
 from hopsearch.service.strategies import AskOptions, depth_for
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 COLUMNS = ("n", "em", "f1", "acc", "retrievals", "llm_calls", "tokens_in", "tokens_out", "wall_s", "errors")
 
@@ -40,25 +42,33 @@ def summary_table(title: str, summary: dict[str, dict[str, float]]) -> Table:
     return table
 
 
-async def _run(
-    path: Path,
-    strategy: str,
-    limit: int | None,
-    index: str | None,
-    concurrency: int,
-    corpus_from_context: bool,
-    mode: str,
-    out: Path,
-    console: Console,
-) -> dict[str, dict[str, float]]:
-    records = read_questions(path, limit=limit)
-    settings = load_settings(**({"index_prefix": index} if index else {}))
+@dataclass(frozen=True, slots=True)
+class EvalJob:
+    path: Path
+    strategy: str
+    limit: int | None
+    index: str | None
+    concurrency: int
+    corpus_from_context: bool
+    mode: str
+    few_shot: bool
+    out: Path
+
+
+async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
+    path, strategy, out = job.path, job.strategy, job.out
+    records = read_questions(path, limit=job.limit)
+    settings = load_settings(**({"index_prefix": job.index} if job.index else {}))
     async with await Runtime.open(settings) as runtime:
-        if corpus_from_context:
+        if job.corpus_from_context:
             indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
             console.print(f"corpus: indexed {indexed} context passages ({present} already present)")
         dataset = records[0].dataset if records else ""
-        options = AskOptions(mode=mode, max_depth=depth_for(dataset))  # type: ignore[arg-type]
+        options = AskOptions(
+            mode=job.mode,  # type: ignore[arg-type]
+            max_depth=depth_for(dataset),
+            demonstrations=DEMONSTRATIONS if job.few_shot else "",
+        )
         items = [EvalItem(r.id, r.question, r.answers, r.type) for r in records]
         out.parent.mkdir(parents=True, exist_ok=True)
         columns = (
@@ -76,7 +86,9 @@ async def _run(
                 sink.flush()
                 progress.advance(task)
 
-            rows = await run_eval(runtime.strategy(strategy), items, options, concurrency=concurrency, on_row=on_row)
+            rows = await run_eval(
+                runtime.strategy(strategy), items, options, concurrency=job.concurrency, on_row=on_row
+            )
     return summarize(rows)
 
 
@@ -88,6 +100,7 @@ async def _run(
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
+@click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def evaluate(
@@ -98,6 +111,7 @@ def evaluate(
     concurrency: int,
     corpus_from_context: bool,
     mode: str,
+    few_shot: bool,
     out: Path | None,
     as_json: bool,
 ) -> None:
@@ -106,9 +120,8 @@ def evaluate(
     console = Console(stderr=as_json)
     target = out or Path(f"eval-{strategy}-{questions.stem}.jsonl")
     try:
-        summary = asyncio.run(
-            _run(questions, strategy, limit, index, concurrency, corpus_from_context, mode, target, console)
-        )
+        job = EvalJob(questions, strategy, limit, index, concurrency, corpus_from_context, mode, few_shot, target)
+        summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
