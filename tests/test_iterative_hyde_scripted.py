@@ -171,3 +171,15 @@ async def test_registry_builds_every_strategy_by_name() -> None:
     assert {name: s.name for name, s in built.items()} == {name: name for name in STRATEGIES}
     hyde = built["hyde"]
     assert isinstance(hyde, HyDE) and hyde.decompose is False and hyde.dense is False
+
+
+@pytest.mark.parametrize("strategy", [Iterative, HyDE])
+async def test_a_final_answer_that_starts_with_a_line_break_is_still_read(
+    strategy: type[Iterative] | type[HyDE],
+) -> None:
+    # Seen with the 270M model: a newline before the answer. With a newline stop the answer was "".
+    model = ChatModel({"assess": [assess(0.9)]}, answer="\n\n1946")
+    answer, doc, _, _ = await run(strategy, model, "When was the director of Jaws born?")
+    answer.raise_for_error()
+    assert answer.text == "1946"
+    assert doc["answer"] == "1946"

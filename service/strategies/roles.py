@@ -120,10 +120,11 @@ async def ask_text(
 
 
 async def ask_answer(context: RunContext, prompt: str, *, max_tokens: int) -> Completion:
-    """The final answer: a plain completion of a prompt that ends in ``Answer:``, cut at the line end.
-    Base models continue such a prompt; in a chat turn a small one tends to echo the instruction."""
+    """The final answer: a plain completion of a prompt that ends in ``Answer:``; the caller keeps its first
+    non-empty line (:func:`answer_line`). Base models continue such a prompt, where in a chat turn a small one
+    tends to echo the instruction. No newline stop: a model that starts with a line break would answer ""."""
     context.check_llm_budget()
-    return await context.llm.complete(prompt, stop=("\n",), max_tokens=max_tokens, deadline=context.deadline)
+    return await context.llm.complete(prompt, stop=("\n\n\n",), max_tokens=max_tokens, deadline=context.deadline)
 
 
 def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
