@@ -76,6 +76,27 @@ class Strategy(Protocol):
     async def answer(self, question: str, options: AskOptions) -> Answer: ...
 
 
+class RecordedStrategy:
+    """Shared ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded` (budgets, deadline,
+    trace always written). Subclasses set ``name``, ``llm``, ``retriever`` and ``sink``."""
+
+    name: str
+    llm: LLMClient
+    retriever: Retriever
+    sink: TraceSink | None
+
+    async def answer(self, question: str, options: AskOptions) -> Answer:
+        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            return await self._run(context, question)
+
+        return await run_recorded(
+            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+        )
+
+    async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        raise NotImplementedError
+
+
 class RunContext:
     """What a strategy body works with: clients, the recorder, budgets and the deadline."""
 

@@ -30,7 +30,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hopsearch.service.llm import Completion, LLMClient, complete_until, continue_until
-from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.base import (
+    AskOptions,
+    RecordedStrategy,
+    RunContext,
+    citations_of,
+)
 from hopsearch.service.traces import Citation, Decision, Step, TraceSink
 from hopsearch.service.types import Hit, Retriever
 
@@ -98,7 +103,7 @@ def decide(completion: Completion, options: AskOptions, may_retrieve: bool) -> t
     return "final", f"no-marker (finish_reason={completion.finish_reason})"
 
 
-class DeepRAG:
+class DeepRAG(RecordedStrategy):
     """The DeepRAG strategy over any :class:`Retriever` and an OpenAI-compatible server."""
 
     name = "deeprag"
@@ -107,14 +112,6 @@ class DeepRAG:
         self.llm = llm
         self.retriever = retriever
         self.sink = sink
-
-    async def answer(self, question: str, options: AskOptions) -> Answer:
-        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, question)
-
-        return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
-        )
 
     async def _generate(
         self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import Fact, OutlineStore
-from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, run_recorded
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
 from hopsearch.service.strategies.dualrag_prompts import (
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 MAX_ITERATIONS = 5
 
 
-class DualRAG:
+class DualRAG(RecordedStrategy):
     """DualRAG over any :class:`Retriever`; outlines persist through an optional :class:`OutlineStore`."""
 
     name = "dualrag"
@@ -80,15 +80,8 @@ class DualRAG:
             settings.outline_persist if persist is None else persist,
         )
 
-    async def answer(self, question: str, options: AskOptions) -> Answer:
-        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, " ".join(question.split()))
-
-        return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
-        )
-
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        question = " ".join(question.split())
         run = RunOutline(question)
         limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
         stop = "iteration-limit"

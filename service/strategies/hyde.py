@@ -23,7 +23,11 @@ from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
-from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.base import (
+    RecordedStrategy,
+    RunContext,
+    citations_of,
+)
 from hopsearch.service.strategies.deeprag import context_line
 from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
 from hopsearch.service.strategies.roles import ask_answer, ask_json, ask_text, json_step, text_step
@@ -78,7 +82,7 @@ def read_sub_queries(value: Mapping[str, Any], question: str) -> list[str]:
     return found[:MAX_SUB_QUERIES] or [question]
 
 
-class HyDE:
+class HyDE(RecordedStrategy):
     """Decompose, write hypothetical passages, search (dense + BM25, one round trip), fuse, answer."""
 
     name = "hyde"
@@ -99,14 +103,6 @@ class HyDE:
         self.decompose = llm.settings.hyde_decompose if decompose is None else decompose
         self.hypothetical = llm.settings.hyde_hypothetical if hypothetical is None else hypothetical
         self.dense = dense
-
-    async def answer(self, question: str, options: AskOptions) -> Answer:
-        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, " ".join(question.split()))
-
-        return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
-        )
 
     async def _sub_queries(self, context: RunContext, question: str) -> list[str]:
         if not self.decompose:
@@ -143,6 +139,7 @@ class HyDE:
         return queries
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        question = " ".join(question.split())
         subs = await self._sub_queries(context, question)
         passages = await self._passages(context, subs)
         queries = self._queries(subs, passages)

@@ -21,7 +21,11 @@ from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.base import (
+    RecordedStrategy,
+    RunContext,
+    citations_of,
+)
 from hopsearch.service.strategies.deeprag import context_line
 from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
 from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
@@ -102,7 +106,7 @@ def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> s
     )
 
 
-class Iterative:
+class Iterative(RecordedStrategy):
     """Retrieve, self-assess, search again until confident (or another stop rule fires), answer."""
 
     name = "iterative"
@@ -112,15 +116,8 @@ class Iterative:
         self.retriever = retriever
         self.sink = sink
 
-    async def answer(self, question: str, options: AskOptions) -> Answer:
-        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, " ".join(question.split()))
-
-        return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
-        )
-
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
+        question = " ".join(question.split())
         limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
         found: dict[str, Hit] = {}
         asked = [question]

@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hopsearch.service.llm import LLMClient, complete_until
-from hopsearch.service.strategies.base import Answer, AskOptions, RunContext, citations_of, run_recorded
+from hopsearch.service.strategies.base import (
+    RecordedStrategy,
+    RunContext,
+    citations_of,
+)
 from hopsearch.service.strategies.deeprag import context_line
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import Retriever
@@ -22,7 +26,7 @@ def single_prompt(question: str, context: str) -> str:
     return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
 
 
-class SingleRetrieval:
+class SingleRetrieval(RecordedStrategy):
     """Retrieve top k for the question, answer once."""
 
     name = "single"
@@ -31,14 +35,6 @@ class SingleRetrieval:
         self.llm = llm
         self.retriever = retriever
         self.sink = sink
-
-    async def answer(self, question: str, options: AskOptions) -> Answer:
-        async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, question)
-
-        return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
-        )
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         hits = await context.retrieve(question, depth=1)
