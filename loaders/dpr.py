@@ -72,18 +72,17 @@ class DprSource:
                     where = {"file": file, "line": number, "offset": here}
                     batch.reject(number, where, f"invalid UTF-8 at byte {exc.start}", repr(line[:300]))
                     continue
-                if not text.strip():
+                if not text or text.isspace():
                     batch.skipped += 1
                     continue
-                if '"' in text:
+                fields = text.split("\t")
+                if '"' in text and (fields := _unquote(fields)) is None:
                     try:
                         fields = next(reader((text,), delimiter="\t", strict=True))
                     except csv.Error as exc:
                         where = {"file": file, "line": number, "offset": here}
                         batch.reject(number, where, f"bad quoting: {exc}", text[:300])
                         continue
-                else:
-                    fields = text.split("\t")
                 reason = _check(fields)
                 if reason is not None:
                     batch.reject(number, {"file": file, "line": number, "offset": here}, reason, text[:300])
@@ -101,14 +100,30 @@ class DprSource:
                 yield batch
 
 
+def _unquote(fields: list[str]) -> list[str] | None:
+    """The fields of a line whose quoting is unambiguous (each field plain or wholly quoted with doubled
+    inner quotes: what ``csv`` would return), else ``None`` for the ``csv`` module to decide."""
+    out = fields
+    for n, field in enumerate(fields):
+        if '"' not in field:
+            continue
+        inner = field[1:-1]
+        if len(field) < 2 or field[0] != '"' or field[-1] != '"' or '"' in inner.replace('""', ""):
+            return None
+        if out is fields:
+            out = list(fields)
+        out[n] = inner.replace('""', '"')
+    return out
+
+
 def _check(fields: list[str]) -> str | None:
     if len(fields) != 3:
         return f"expected 3 tab-separated fields (id, text, title), found {len(fields)}"
     pid, passage, _ = fields
-    if not pid.strip():
+    if not pid or pid.isspace():
         return "empty id"
     if len(pid.encode()) > MAX_ID_BYTES:
         return f"id longer than {MAX_ID_BYTES} bytes"
-    if not passage.strip():
+    if not passage or passage.isspace():
         return "empty text"
     return None

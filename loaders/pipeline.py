@@ -2,14 +2,14 @@
 
 ```
 source.batches() ──► raw queue ──► embed stage (thread) ──► send queue ──► N workers ──► tracker
-   (parse, rejects)      bounded        (only with vectors)      bounded      async_streaming_bulk   checkpoint
+   (parse, rejects)      bounded        (only with vectors)      bounded      one _bulk per batch    checkpoint
 ```
 
 The queues are bounded, so memory stays constant whatever the corpus size. Each worker sends one batch
-as one ``_bulk`` request through the client library's ``async_streaming_bulk`` (which retries 429s
-with exponential back-off); bodies are serialised once with orjson and passed through the helper as
-ready lines. The tracker accounts batches in source order, advances the checkpoint over the contiguous
-acknowledged prefix and writes rejected items to the dead letters with their source position.
+as one ``_bulk`` request of a body built in one pass (``loaders/bulk.py``; 429s are retried through
+the client library's ``async_streaming_bulk`` with exponential back-off). The tracker accounts batches
+in source order, advances the checkpoint over the contiguous acknowledged prefix and writes rejected
+items to the dead letters with their source position.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from hopsearch.loaders.bulk import send_batch
 from hopsearch.loaders.checkpoint import (
     Checkpoint,
     DeadLetters,
@@ -33,28 +32,10 @@ from hopsearch.loaders.checkpoint import (
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
 from hopsearch.loaders.target import load_time_settings, open_target
 from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
-from hopsearch.service.esclient import translate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
-
-#: Only what the helper reads from a bulk answer: a fraction of the JSON to parse.
-BULK_FILTER = "errors,items.*._id,items.*.status,items.*.error"
-
-
-def _identity(action: Any) -> Any:
-    return action
-
-
-def serialise(index: str, batch: SourceBatch, as_text: bool) -> list[tuple[Any, Any]]:
-    """``(action line, source line)`` pairs, ready for the helper (str for elasticsearch7)."""
-    dumps = orjson.dumps
-    head = b'{"index":{"_index":' + dumps(index) + b',"_id":'
-    pairs = [(head + dumps(i) + b"}}", dumps(b)) for i, b in zip(batch.ids, batch.bodies, strict=True)]
-    if as_text:
-        return [(h.decode(), d.decode()) for h, d in pairs]
-    return pairs
 
 
 class _Tracker:
@@ -126,8 +107,6 @@ async def _pump(
     workers = max(1, options.workers)
     raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
     send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers)
-    as_text = store.info.major < 8
-    helpers = store.helpers
 
     async def produce() -> None:
         out = raw if embedder is not None else send
@@ -163,30 +142,7 @@ async def _pump(
             ok: list[bool] = []
             failures: list[Mapping[str, Any]] = []
             if batch.ids:
-                actions = serialise(index, batch, as_text)
-                batch.bodies.clear()  # the serialised lines are all that is needed from here on
-                stream = helpers.async_streaming_bulk(
-                    store.client,
-                    actions,
-                    chunk_size=len(actions),
-                    max_chunk_bytes=200 * 1024 * 1024,
-                    expand_action_callback=_identity,
-                    raise_on_error=False,
-                    raise_on_exception=True,
-                    max_retries=options.max_retries,
-                    initial_backoff=options.initial_backoff,
-                    max_backoff=30,
-                    filter_path=BULK_FILTER,
-                )
-                try:
-                    async for success, info in stream:
-                        ok.append(bool(success))
-                        if not success:
-                            failures.append(info)
-                except Exception as exc:
-                    if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
-                        raise translate(exc, "bulk") from exc
-                    raise
+                ok, failures = await send_batch(store, index, batch, options)
             tracker.finish(seq, batch, ok, failures)
 
     tasks = [asyncio.create_task(produce(), name="produce")]

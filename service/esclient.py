@@ -171,7 +171,8 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
     return AsyncElasticsearch7(list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs)
 
 
-def _status(exc: Exception) -> int | None:
+def status_of(exc: Exception) -> int | None:
+    """The HTTP status of an error of either client library, if it has one."""
     status = getattr(exc, "status_code", None)  # elasticsearch7
     if isinstance(status, int):
         return status
@@ -193,7 +194,7 @@ def translate(exc: Exception, what: str) -> StoreError:
     )
     if isinstance(exc, connection_errors):
         return StoreUnavailable(f"{what}: Elasticsearch is unreachable ({type(exc).__name__})")
-    status = _status(exc)
+    status = status_of(exc)
     info = getattr(exc, "info", None) or getattr(exc, "body", None)
     reason = str(exc)
     if isinstance(info, dict) and isinstance(info.get("error"), dict):

@@ -272,6 +272,14 @@ class Store:
             out.append(dict(item))
         return out
 
+    async def post_bulk(self, index: str, body: bytes, *, filter_path: str) -> dict[str, Any]:
+        """One ``_bulk`` request of a ready NDJSON ``body`` into ``index``; the library's errors propagate."""
+        if self.info.major >= 8:
+            response = await self.client.bulk(operations=body, index=index, filter_path=filter_path)
+        else:
+            response = await self.client.bulk(body=body, index=index, filter_path=filter_path)
+        return body_of(response)
+
     async def bulk(
         self,
         actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],

@@ -1,8 +1,14 @@
-"""A real HTTP reverse proxy on loopback that counts the requests it forwards (for round-trip tests)."""
+"""A real HTTP reverse proxy on loopback that counts the requests it forwards (for round-trip tests).
+
+``refuse`` and ``rewrite`` let a test stand in for an overloaded node: answer a request with 429 without
+forwarding it, or change the status of items in a real ``_bulk`` answer (the node did the work; the
+client must still believe it has to resend).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web
@@ -11,8 +17,16 @@ from aiohttp import web
 class CountingProxy:
     """Forward every request to ``upstream``; ``paths`` counts them by (method, path)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        refuse: Callable[[web.Request, int], bool] | None = None,
+        rewrite: Callable[[web.Request, int, bytes], bytes] | None = None,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.refuse = refuse
+        self.rewrite = rewrite
         self.paths: Counter[tuple[str, str]] = Counter()
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -28,12 +42,21 @@ class CountingProxy:
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._session is not None
         self.paths[(request.method, request.path)] += 1
+        seen = self.paths[(request.method, request.path)]
         body = await request.read()
+        if self.refuse is not None and self.refuse(request, seen):
+            error = b'{"error":{"type":"es_rejected_execution_exception","reason":"proxy refuses"},"status":429}'
+            return web.Response(status=429, body=error, content_type="application/json")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        if self.rewrite is not None:  # the answer must be plain JSON to be rewritten
+            headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
+            headers["Accept-Encoding"] = "identity"
         async with self._session.request(
             request.method, self.upstream + request.path_qs, data=body, headers=headers
         ) as upstream:
             payload = await upstream.read()
+            if self.rewrite is not None:
+                payload = self.rewrite(request, seen, payload)
             keep = {
                 k: v
                 for k, v in upstream.headers.items()

@@ -88,7 +88,7 @@ async def test_elasticsearch_item_rejections_are_dead_lettered(store: Store, tmp
         {"_id": "c", "title": "C", "text": "gamma", "n": 7},
     ]
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
-    first = await load_jsonl(store, path, options(tmp_path, batch_size=1, workers=1))
+    first = await load_jsonl(store, path, options(tmp_path, batch_size=3, workers=1))  # one request, item 2 refused
     assert (first.read, first.indexed, first.rejected, first.skipped) == (3, 2, 1, 0)
     letters = read_letters(first.dead_letter)
     assert len(letters) == 1 and letters[0]["line"] == 2 and letters[0]["_id"] == "b"
@@ -160,3 +160,79 @@ async def test_truncated_gzip_fails_cleanly_with_a_checkpoint(store: Store, tmp_
         await load_dpr(store, path, options(tmp_path, batch_size=100, workers=1))
     saved = read_checkpoint(tmp_path / "load.checkpoint.json")
     assert saved is not None and not saved.done and saved.indexed == saved.read > 0
+
+
+REFUSED = {"type": "es_rejected_execution_exception", "reason": "rejected by the test proxy"}
+
+
+def _mark_429(positions: set[int]) -> Any:
+    """A ``rewrite`` for the proxy: items at ``positions`` of the FIRST ``_bulk`` answer become 429s."""
+
+    def rewrite(request: Any, seen: int, payload: bytes) -> bytes:
+        if not request.path.endswith("/_bulk") or seen != 2:  # request 1 is refused whole (below)
+            return payload
+        answer = orjson.loads(payload)
+        for n in positions:
+            [op] = answer["items"][n]
+            answer["items"][n] = {op: {"status": 429, "error": REFUSED}}
+        answer["errors"] = True
+        return orjson.dumps(answer)
+
+    return rewrite
+
+
+async def test_429s_are_retried_with_back_off_through_a_refusing_proxy(es_node: Any, tmp_path: Path) -> None:
+    """A whole-request 429, then 429 items in the answer: all resent, nothing lost or doubled."""
+    from tests.conftest import make_settings
+    from tests.counting_proxy import CountingProxy
+
+    proxy = CountingProxy(
+        es_node.url,
+        refuse=lambda request, seen: request.path.endswith("/_bulk") and seen == 1,
+        rewrite=_mark_429({1, 3, 4}),
+    )
+    store = await Store.connect(make_settings(await proxy.start()))
+    try:
+        path = tmp_path / "psgs.tsv"
+        ids = write_dpr(path, 6)
+        report = await load_dpr(store, path, options(tmp_path, batch_size=6, workers=1, initial_backoff=0.05))
+        assert (report.read, report.indexed, report.rejected, report.documents) == (6, 6, 0, 6)
+        assert report.reconciled and read_letters(report.dead_letter) == []
+        assert await all_ids(store) == sorted(ids)
+        bulks = sum(n for (method, p), n in proxy.paths.items() if p.endswith("/_bulk"))
+        assert bulks == 3  # refused whole, answered with three 429 items, those three resent
+    finally:
+        await store.client.indices.delete(index=f"{store.settings.index_prefix}-*")
+        await store.close()
+        await proxy.stop()
+
+
+async def test_items_still_refused_after_the_retries_are_dead_lettered(es_node: Any, tmp_path: Path) -> None:
+    from tests.conftest import make_settings
+    from tests.counting_proxy import CountingProxy
+
+    def always_429_for_the_second(request: Any, seen: int, payload: bytes) -> bytes:
+        if not request.path.endswith("/_bulk"):
+            return payload
+        answer = orjson.loads(payload)
+        for n, item in enumerate(answer["items"]):
+            op, info = next(iter(item.items()))
+            if info.get("_id") == "2" or (seen == 1 and n == 1):
+                answer["items"][n] = {op: {"_id": "2", "status": 429, "error": REFUSED}}
+                answer["errors"] = True
+        return orjson.dumps(answer)
+
+    proxy = CountingProxy(es_node.url, rewrite=always_429_for_the_second)
+    store = await Store.connect(make_settings(await proxy.start()))
+    try:
+        path = tmp_path / "psgs.tsv"
+        write_dpr(path, 4)
+        opts = options(tmp_path, batch_size=4, workers=1, initial_backoff=0.01, max_retries=2)
+        report = await load_dpr(store, path, opts)
+        assert (report.read, report.indexed, report.rejected) == (4, 3, 1) and report.reconciled
+        [letter] = read_letters(report.dead_letter)
+        assert letter["_id"] == "2" and letter["line"] == 3 and "HTTP 429" in letter["reason"]
+    finally:
+        await store.client.indices.delete(index=f"{store.settings.index_prefix}-*")
+        await store.close()
+        await proxy.stop()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hopsearch.loaders.chunking import chunk_blocks
@@ -168,3 +168,18 @@ def test_gzip_offsets_are_of_the_decompressed_stream(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(BAD_DPR))
     rejections = [r for b in DprSource(path).batches(0, 100, None) for r in b.rejections]
     assert rejections[0].where["offset"] == BAD_DPR.index(b'2\t"unclosed')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet='ab"\t ', max_size=8), min_size=1, max_size=4))
+def test_dpr_quoting_fast_path_agrees_with_csv(fields: list[str]) -> None:
+    """Lines the fast path accepts parse exactly as the ``csv`` module would; the rest go to ``csv``."""
+    import csv
+
+    from hopsearch.loaders.dpr import _unquote
+
+    line = "\t".join(fields)
+    assume(line.strip())  # blank lines are skipped before parsing
+    fast = _unquote(line.split("\t"))
+    if fast is not None:
+        assert fast == next(csv.reader((line,), delimiter="\t", strict=True))

@@ -1,0 +1,120 @@
+"""One batch into Elasticsearch: a pre-built NDJSON body first, the streaming helper for 429 retries.
+
+The first attempt of every batch is ONE ``_bulk`` request whose body is built here in one pass
+(``{"index":{"_id":…}}`` + the orjson source per document; the index is in the URL), and whose answer
+is filtered to ``errors`` and each item's ``status`` / ``error``. When nothing failed (the normal case)
+the loader's work per document ends there: no per-action objects, no per-item Python loop. The
+loader's CPU is taken from the node on a small machine, so this is what keeps the load close to the
+node's own limit (``benchmarks/bench_load.py``).
+
+Items refused with 429 (and a whole request refused with 429) go through the client library's
+``async_streaming_bulk`` with exponential back-off; every other item error is returned for the dead
+letters. Connection errors and other request errors are raised, translated: the pipeline stops with
+its checkpoint and ``--resume`` goes on (ids are deterministic, so a resent document is overwritten,
+never duplicated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from hopsearch.loaders.model import LoadOptions, SourceBatch
+from hopsearch.service.esclient import status_of, translate
+from hopsearch.service.store import Store
+
+#: What the first attempt reads back: a few bytes per item, matched to the request by position.
+FIRST_FILTER = "errors,items.*.status,items.*.error"
+#: The helper matches retried items by ``_id`` (it yields them in completion order).
+RETRY_FILTER = "errors,items.*._id,items.*.status,items.*.error"
+
+
+def ndjson_body(batch: SourceBatch) -> bytes:
+    """The ``_bulk`` body of a batch: an action line and a source line per document."""
+    dumps = orjson.dumps
+    pairs = zip(batch.ids, batch.bodies, strict=True)
+    return b"".join([b'{"index":{"_id":' + dumps(i) + b"}}\n" + dumps(b) + b"\n" for i, b in pairs])
+
+
+def _identity(action: Any) -> Any:
+    return action
+
+
+async def send_batch(
+    store: Store, index: str, batch: SourceBatch, options: LoadOptions
+) -> tuple[list[bool], list[Mapping[str, Any]]]:
+    """Index ``batch``; per document (in order) whether it was acknowledged, and the item errors."""
+    body = ndjson_body(batch)
+    batch.bodies.clear()  # the body is all that is needed from here on
+    count = len(batch.ids)
+    try:
+        response = await store.post_bulk(index, body, filter_path=FIRST_FILTER)
+    except Exception as exc:
+        if status_of(exc) != 429:
+            if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
+                raise translate(exc, "bulk") from exc
+            raise
+        response = {"errors": True, "items": [{"index": {"status": 429}}] * count}
+    if not response.get("errors"):
+        return [True] * count, []
+    ok = [True] * count
+    failures: list[Mapping[str, Any]] = []
+    again: list[int] = []
+    for i, item in enumerate(response.get("items", [])):
+        op, info = next(iter(item.items()))
+        status = int(info.get("status", 0))
+        if status == 429:
+            again.append(i)
+        elif "error" in info or status >= 300:
+            ok[i] = False
+            failures.append({op: {**info, "_id": batch.ids[i]}})
+    if again:
+        failures += await _retry(store, index, batch, body, again, ok, options)
+    return ok, failures
+
+
+async def _retry(
+    store: Store, index: str, batch: SourceBatch, body: bytes, again: list[int], ok: list[bool], options: LoadOptions
+) -> list[Mapping[str, Any]]:
+    """Resend the 429 items through the library's helper (back-off between its attempts)."""
+    lines = body.split(b"\n")  # orjson escapes newlines in strings: 2 lines per document
+    as_text = store.info.major < 8
+    actions = []
+    pending: dict[str, list[int]] = {}
+    for i in again:
+        ok[i] = False
+        action, source = lines[2 * i], lines[2 * i + 1]
+        actions.append((action.decode(), source.decode()) if as_text else (action, source))
+        pending.setdefault(batch.ids[i], []).append(i)
+    await asyncio.sleep(options.initial_backoff)
+    failures: list[Mapping[str, Any]] = []
+    stream = store.helpers.async_streaming_bulk(
+        store.client,
+        actions,
+        chunk_size=len(actions),
+        max_chunk_bytes=200 * 1024 * 1024,
+        expand_action_callback=_identity,
+        raise_on_error=False,
+        raise_on_exception=True,
+        max_retries=options.max_retries,
+        initial_backoff=options.initial_backoff,
+        max_backoff=30,
+        index=index,
+        filter_path=RETRY_FILTER,
+    )
+    try:
+        async for success, info in stream:
+            _, item = next(iter(info.items()))
+            slots = pending.get(str(item.get("_id")))
+            if success and slots:
+                ok[slots.pop()] = True
+            elif not success:
+                failures.append(info)
+    except Exception as exc:
+        if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
+            raise translate(exc, "bulk") from exc
+        raise
+    return failures
