@@ -75,8 +75,9 @@ class DprSource:
                 if not text or text.isspace():
                     batch.skipped += 1
                     continue
-                fields = text.split("\t")
-                if '"' in text and (fields := _unquote(fields)) is None:
+                parts = text.split("\t")
+                fields = _unquote(parts) if '"' in text else parts
+                if fields is None:
                     try:
                         fields = next(reader((text,), delimiter="\t", strict=True))
                     except csv.Error as exc:
