@@ -102,18 +102,20 @@ class DprSource:
 
 
 def _unquote(fields: list[str]) -> list[str] | None:
-    """The fields of a line whose quoting is unambiguous (each field plain or wholly quoted with doubled
-    inner quotes: what ``csv`` would return), else ``None`` for the ``csv`` module to decide."""
+    """The fields of a line whose quoting is unambiguous (each field plain, or wholly quoted with only
+    doubled quotes inside: what ``csv`` returns), else ``None`` for the ``csv`` module to decide."""
     out = fields
     for n, field in enumerate(fields):
         if '"' not in field:
             continue
-        inner = field[1:-1]
-        if len(field) < 2 or field[0] != '"' or field[-1] != '"' or '"' in inner.replace('""', ""):
+        if len(field) < 2 or field[0] != '"' or field[-1] != '"':
+            return None
+        value = field[1:-1].replace('""', '"')
+        if field.count('"') != 2 + 2 * value.count('"'):  # a lone quote inside: not ours to judge
             return None
         if out is fields:
             out = list(fields)
-        out[n] = inner.replace('""', '"')
+        out[n] = value
     return out
 
 

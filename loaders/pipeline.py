@@ -15,9 +15,11 @@ items to the dead letters with their source position.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +159,22 @@ async def _pump(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+@contextmanager
+def _few_gc_passes() -> Iterator[None]:
+    """A load makes millions of short-lived, acyclic dicts and strings, and each default-threshold pass
+    of the cycle collector walks the batches in flight: ~10% of the loader's CPU for nothing. For the
+    duration of a load the objects of the program so far are frozen out of the passes and the first
+    threshold is raised; both are restored afterwards."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(before[0], 50_000), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 async def run_load(
     store: Store,
     source: Source,
@@ -201,7 +219,8 @@ async def run_load(
         tracker = _Tracker(checkpoint, ck_path, letters, progress)
         progress.start(source.total(), checkpoint.progress, checkpoint.read)
         try:
-            await _pump(store, source, index, options, embedder, tracker)
+            with _few_gc_passes():
+                await _pump(store, source, index, options, embedder, tracker)
         except HopsearchError as exc:
             write_checkpoint(ck_path, tracker.checkpoint, sync=True)
             at = tracker.checkpoint.position
