@@ -48,11 +48,10 @@ class DprSource:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
         lines, raw = open_lines(self.path)
-        reader = csv.reader
+        budget = -1 if limit is None else limit  # lines still to read; -1: no limit
         with raw, lines:
-            batch = SourceBatch(after=start_after)
-            offset = 0
-            budget = limit if limit is not None else -1
+            batch = SourceBatch(after=start_after, file=file)
+            offset = read = number = 0
             for number, line in enumerate(lines, start=1):
                 here = offset
                 offset += len(line)
@@ -62,43 +61,47 @@ class DprSource:
                     batch.after = 1
                     continue
                 if budget == 0:
+                    number -= 1
                     break
                 budget -= 1
-                batch.read += 1
-                batch.last = number
-                try:
-                    text = line.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as exc:
-                    where = {"file": file, "line": number, "offset": here}
-                    batch.reject(number, where, f"invalid UTF-8 at byte {exc.start}", repr(line[:300]))
-                    continue
-                if not text or text.isspace():
+                read += 1
+                if line.isspace():
                     batch.skipped += 1
-                    continue
-                parts = text.split("\t")
-                fields = _unquote(parts) if '"' in text else parts
-                if fields is None:
-                    try:
-                        fields = next(reader((text,), delimiter="\t", strict=True))
-                    except csv.Error as exc:
-                        where = {"file": file, "line": number, "offset": here}
-                        batch.reject(number, where, f"bad quoting: {exc}", text[:300])
-                        continue
-                reason = _check(fields)
-                if reason is not None:
-                    batch.reject(number, {"file": file, "line": number, "offset": here}, reason, text[:300])
-                    continue
-                pid, passage, title = fields
-                body = {"title": title, "text": passage, "source": "dpr", "doc_id": pid, "indexed_at": stamp}
-                batch.add(number, pid, body, {"file": file, "line": number, "offset": here})
-                if batch.read >= batch_size:
-                    batch.progress = raw.tell()
+                elif (reason := self._add(line, number, here, batch, stamp)) is not None:
+                    batch.reject(number, {"file": file, "line": number, "offset": here}, *reason)
+                if read >= batch_size:
+                    batch.read, batch.last, batch.progress = read, number, raw.tell()
                     yield batch
-                    batch = SourceBatch(after=number)
-            if batch.read or batch.after != start_after:
-                batch.progress = raw.tell()
-                batch.last = batch.last or batch.after
+                    batch = SourceBatch(after=number, file=file)
+                    read = 0
+            if read or batch.after != start_after:
+                batch.read, batch.last, batch.progress = read, max(number, batch.after), raw.tell()
                 yield batch
+
+    @staticmethod
+    def _add(line: bytes, number: int, here: int, batch: SourceBatch, stamp: str) -> tuple[str, str] | None:
+        """Parse one line into ``batch``; ``(reason, raw)`` when it is rejected."""
+        try:
+            fields: list[str] | None = line.decode("utf-8").split("\t")
+        except UnicodeDecodeError as exc:
+            return f"invalid UTF-8 at byte {exc.start}", repr(line[:300])
+        assert fields is not None
+        fields[-1] = fields[-1].rstrip("\r\n")
+        if b'"' in line and (fields := _unquote(fields)) is None:
+            text = line.decode("utf-8").rstrip("\r\n")
+            try:
+                fields = next(csv.reader((text,), delimiter="\t", strict=True))
+            except csv.Error as exc:
+                return f"bad quoting: {exc}", text[:300]
+        reason = _check(fields)
+        if reason is not None:
+            return reason, line.decode("utf-8").rstrip("\r\n")[:300]
+        pid, passage, title = fields
+        batch.ids.append(pid)
+        batch.bodies.append({"title": title, "text": passage, "source": "dpr", "doc_id": pid, "indexed_at": stamp})
+        batch.doc_pos.append(number)
+        batch.offsets.append(here)
+        return None
 
 
 def _unquote(fields: list[str]) -> list[str] | None:

@@ -42,7 +42,8 @@ class SourceBatch:
 
     ``ids``, ``bodies``, ``doc_pos`` and ``locs`` (where each document came from, for dead letters) are
     parallel lists, one entry per document; ``one_doc_per_position`` lets the pipeline count
-    acknowledgements without building sets.
+    acknowledgements without building sets. A line-based source may leave ``locs`` empty and fill
+    ``offsets`` instead (no dict per line): :meth:`where` then says ``file``, ``line``, ``offset``.
     """
 
     after: int
@@ -56,12 +57,20 @@ class SourceBatch:
     locs: list[Mapping[str, Any]] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     one_doc_per_position: bool = True
+    offsets: list[int] = field(default_factory=list)
+    file: str = ""
 
     def add(self, position: int, doc_id: str, body: dict[str, Any], where: Mapping[str, Any]) -> None:
         self.ids.append(doc_id)
         self.bodies.append(body)
         self.doc_pos.append(position)
         self.locs.append(where)
+
+    def where(self, i: int) -> Mapping[str, Any]:
+        """Where document ``i`` came from."""
+        if i < len(self.locs):
+            return self.locs[i]
+        return {"file": self.file, "line": self.doc_pos[i], "offset": self.offsets[i]}
 
     def reject(self, position: int, where: Mapping[str, Any], reason: str, raw: str | None = None) -> None:
         self.rejections.append(Rejection(position, where, reason, raw))

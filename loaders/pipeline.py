@@ -61,7 +61,7 @@ class _Tracker:
                 error = item.get("error")
                 reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
                 pos = batch.doc_pos[i] if i >= 0 else batch.last
-                where = {**batch.locs[i], "_id": item.get("_id")} if i >= 0 else {"_id": item.get("_id")}
+                where = {**batch.where(i), "_id": item.get("_id")} if i >= 0 else {"_id": item.get("_id")}
                 self.letters.write(Rejection(pos, where, f"HTTP {item.get('status')}: {reason}"))
                 failed_pos.add(pos)
         acked = sum(ok)
@@ -112,11 +112,15 @@ async def _pump(
 
     async def produce() -> None:
         out = raw if embedder is not None else send
+        batches = source.batches(start, options.batch_size, limit)
+        seq = 0
         try:
-            for seq, batch in enumerate(source.batches(start, options.batch_size, limit)):
+            # parsed in a thread: the event loop keeps answering the workers' responses meanwhile
+            while (batch := await asyncio.to_thread(next, batches, None)) is not None:
                 for rejection in batch.rejections:
                     tracker.letters.write(rejection)
                 await out.put((seq, batch))
+                seq += 1
         except (OSError, EOFError) as exc:  # a truncated .gz, a disk error: the file itself is bad
             raise InputError(f"cannot read on: {exc}", source=str(source.path)) from exc
         if embedder is not None:
