@@ -19,6 +19,8 @@ from importlib import resources
 from types import ModuleType
 from typing import Any
 
+import orjson
+
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe
 from hopsearch.service.settings import Settings
@@ -257,10 +259,8 @@ class Store:
         A failed search raises with its reason (partial answers are not silently dropped)."""
         if not searches:
             return []
-        lines: list[dict[str, Any]] = []
-        for index, body in searches:
-            lines.append({"index": index})
-            lines.append(dict(body))
+        dumps = orjson.dumps  # one NDJSON body, passed through the client as is
+        lines = b"".join([b'{"index":' + dumps(index) + b"}\n" + dumps(body) + b"\n" for index, body in searches])
         response = body_of(await call(self.client.msearch(body=lines), "msearch"))
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
