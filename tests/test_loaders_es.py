@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,9 @@ async def all_ids(store: Store, index: str | None = None) -> list[str]:
 async def test_dpr_load_reconciles_dead_letters_and_reruns_idempotently(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "psgs_w100.tsv"
     ids, bad_at = dpr_with_bad_rows(path, 1500)
+    collector = gc.get_threshold()
     report = await load_dpr(store, path, options(tmp_path))
+    assert gc.get_threshold() == collector and gc.get_freeze_count() == 0  # the load's GC tuning is undone
     assert (report.read, report.indexed, report.rejected, report.skipped) == (1504, 1500, 4, 0)
     assert report.reconciled and report.documents == 1500
     assert await store.count() == 1500
