@@ -10,7 +10,9 @@ CSV-quoted double quotes), BM25 only. It prints docs/s for
   (c) single-threaded synchronous ``helpers.bulk`` over per-row dicts (how DeepRAG's prep_elastic.py
       loads psgs_w100.tsv),
 
-the ratios a/b and a/c, and the loader's peak RSS at ``--rows`` and at ``--rss-rows`` passages.
+the ratios a/b and a/c, the CPU seconds the node and the client spent on each (the client of (a) is the
+loader subprocess, started Python included), and the loader's peak RSS at ``--rows`` and at
+``--rss-rows`` passages.
 Every load goes into a fresh index with the passages mapping, ``refresh_interval -1`` and no replicas,
 writes the same documents, and is timed until searchable (final refresh included). (a), (b) and (c)
 run ``--rounds`` times in a rotating order; the medians are compared (a shared 2-core machine drifts).
@@ -246,12 +248,31 @@ def main() -> int:
         print(f"starting Elasticsearch {spec.version} (heap {spec.heap}) on {spec.url} ...", flush=True)
         esnode.start(spec, timeout=300)
         try:
-            return bench(args, spec.url, work)
+            return bench(args, spec.url, work, esnode.read_pid(spec) or 0)
         finally:
             esnode.stop(spec)
 
 
-def bench(args: argparse.Namespace, url: str, work: Path) -> int:
+def group_cpu(group: int) -> float:
+    """CPU seconds (user + system) of the live processes of a process group (the node's)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process and its finished children (the loader subprocess of (a))."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def bench(args: argparse.Namespace, url: str, work: Path, node_group: int) -> int:
     data = work / "psgs_w100.tsv"
     began = time.perf_counter()
     generate(data, args.rows)
@@ -266,9 +287,11 @@ def bench(args: argparse.Namespace, url: str, work: Path) -> int:
     extra = args.loader_args.split()
     rates: dict[str, list[float]] = {"a": [], "b": [], "c": []}
     rss_small = 0.0
+    cpu: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}
     for n in range(1, args.rounds + 1):
         # rotate the order each round so drifting background load does not favour one method
         for method in "abc"[(n - 1) % 3 :] + "abc"[: (n - 1) % 3]:
+            node_before, client_before = group_cpu(node_group), client_cpu()
             if method == "a":
                 report, rss = run_loader(url, data, f"bencha{n}", work / "state", extra)
                 assert report["reconciled"] and report["indexed"] == args.rows, report
@@ -278,6 +301,7 @@ def bench(args: argparse.Namespace, url: str, work: Path) -> int:
                 rates["b"].append(node_run(url, data, body, args.rows, batch, connections))
             else:
                 rates["c"].append(helpers_bulk(url, data, body, args.rows))
+            cpu[method].append((group_cpu(node_group) - node_before, client_cpu() - client_before))
         print(
             f"  round {n}: a {rates['a'][-1]:,.0f}  b {rates['b'][-1]:,.0f}  c {rates['c'][-1]:,.0f} docs/s", flush=True
         )
@@ -286,6 +310,10 @@ def bench(args: argparse.Namespace, url: str, work: Path) -> int:
     print(f"(a) hopsearch loader (index dpr --no-embed {args.loader_args}):".ljust(52) + f"{a:>9,.0f} docs/s")
     print(f"(b) node limit, pre-built NDJSON, batch {batch} x {connections} conn:".ljust(52) + f"{b:>9,.0f} docs/s")
     print("(c) helpers.bulk, one thread, per-row dicts:".ljust(52) + f"{c:>9,.0f} docs/s")
+    print(f"CPU seconds per load (medians; the node and the client share {os.cpu_count()} CPUs):")
+    for k in "abc":
+        node_s, client_s = (statistics.median(pair[i] for pair in cpu[k]) for i in (0, 1))
+        print(f"  ({k}) node {node_s:6.2f} s   client {client_s:6.2f} s")
     print(f"a/b = {a / b:.2f}   (target >= 0.9)")
     print(f"a/c = {a / c:.2f}   (target >= 2)")
     print(f"loader peak RSS at {args.rows:,} passages: {rss_small:.1f} MiB", flush=True)
