@@ -30,8 +30,7 @@ def rrf(lists: Sequence[Sequence[Hit]], *, k: int = RRF_K, size: int | None = No
             scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k + rank)
             first.setdefault(hit.id, hit)
     order = sorted(scores, key=lambda doc_id: -scores[doc_id])
-    fused = [_with_score(first[doc_id], scores[doc_id]) for doc_id in order]
-    return fused[:size] if size is not None else fused
+    return [_with_score(first[doc_id], scores[doc_id]) for doc_id in order[:size]]
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
