@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 
 from hopsearch.loaders.model import LoadOptions, SourceBatch
-from hopsearch.service.esclient import status_of, translate
+from hopsearch.service.errors import StoreError
+from hopsearch.service.esclient import call, translated
 from hopsearch.service.store import Store
 
 #: What the first attempt reads back: a few bytes per item, matched to the request by position.
@@ -51,11 +52,9 @@ async def send_batch(
     batch.bodies.clear()  # the body is all that is needed from here on
     count = len(batch.ids)
     try:
-        response = await store.post_bulk(index, body, filter_path=FIRST_FILTER)
-    except Exception as exc:
-        if status_of(exc) != 429:
-            if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
-                raise translate(exc, "bulk") from exc
+        response = await call(store.post_bulk(index, body, filter_path=FIRST_FILTER), "bulk")
+    except StoreError as exc:
+        if exc.details.get("status") != 429:
             raise
         response = {"errors": True, "items": [{"index": {"status": 429}}] * count}
     if not response.get("errors"):
@@ -105,7 +104,7 @@ async def _retry(
         index=index,
         filter_path=RETRY_FILTER,
     )
-    try:
+    with translated("bulk"):
         async for success, info in stream:
             _, item = next(iter(info.items()))
             slots = pending.get(str(item.get("_id")))
@@ -113,8 +112,4 @@ async def _retry(
                 ok[slots.pop()] = True
             elif not success:
                 failures.append(info)
-    except Exception as exc:
-        if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
-            raise translate(exc, "bulk") from exc
-        raise
     return failures

@@ -62,7 +62,7 @@ class DprSource:
                     batch.after = 1
                     continue
                 if budget == 0:
-                    number -= 1
+                    number -= 1  # this line is not read: the batch ends at the one before
                     break
                 budget -= 1
                 read += 1
@@ -92,12 +92,12 @@ class DprSource:
 def parse_line(line: bytes) -> list[str] | tuple[str, str]:
     """The fields ``[id, text, title]`` of one (non-blank) line, or ``(reason, raw)`` to reject it."""
     try:
-        fields: list[str] | None = line.decode("utf-8").split("\t")
+        parts = line.decode("utf-8").split("\t")
     except UnicodeDecodeError as exc:
         return f"invalid UTF-8 at byte {exc.start}", repr(line[:300])
-    assert fields is not None
-    fields[-1] = fields[-1].rstrip("\r\n")
-    if b'"' in line and (fields := _unquote(fields)) is None:
+    parts[-1] = parts[-1].rstrip("\r\n")
+    fields = _unquote(parts) if b'"' in line else parts
+    if fields is None:
         text = line.decode("utf-8").rstrip("\r\n")
         try:
             fields = next(csv.reader((text,), delimiter="\t", strict=True))

@@ -11,7 +11,8 @@ import base64
 import logging
 import ssl
 import warnings
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -171,8 +172,7 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
     return AsyncElasticsearch7(list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs)
 
 
-def status_of(exc: Exception) -> int | None:
-    """The HTTP status of an error of either client library, if it has one."""
+def _status(exc: Exception) -> int | None:
     status = getattr(exc, "status_code", None)  # elasticsearch7
     if isinstance(status, int):
         return status
@@ -194,7 +194,7 @@ def translate(exc: Exception, what: str) -> StoreError:
     )
     if isinstance(exc, connection_errors):
         return StoreUnavailable(f"{what}: Elasticsearch is unreachable ({type(exc).__name__})")
-    status = status_of(exc)
+    status = _status(exc)
     info = getattr(exc, "info", None) or getattr(exc, "body", None)
     reason = str(exc)
     if isinstance(info, dict) and isinstance(info.get("error"), dict):
@@ -208,15 +208,21 @@ def translate(exc: Exception, what: str) -> StoreError:
     return error
 
 
-async def call(awaitable: Awaitable[T], what: str) -> T:
-    """Await a client call, translating its library errors."""
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Errors of either client library raised inside become hopsearch store errors; others pass."""
     try:
-        return await awaitable
+        yield
     except Exception as exc:
-        module = type(exc).__module__
-        if module.startswith(("elasticsearch", "elastic_transport")):
+        if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
             raise translate(exc, what) from exc
         raise
+
+
+async def call(awaitable: Awaitable[T], what: str) -> T:
+    """Await a client call, translating its library errors."""
+    with translated(what):
+        return await awaitable
 
 
 def body_of(response: Any) -> dict[str, Any]:

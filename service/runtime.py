@@ -28,7 +28,7 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, settings: Settings, *, index: str | None = None, refresh_traces: bool = False) -> Runtime:
+    async def open(cls, settings: Settings, *, refresh_traces: bool = False) -> Runtime:
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -41,7 +41,7 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, index=index),
+            retriever=EsRetriever(store, embedder),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
-from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe
+from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
 from hopsearch.service.settings import Settings
 from hopsearch.service.types import Embedder
 
@@ -297,18 +297,12 @@ class Store:
             max_retries=5,
             initial_backoff=1,
         )
-        try:
+        with translated("bulk"):
             async for success, item in stream:
                 if success:
                     ok += 1
                 else:
                     errors.append(dict(item))
-        except Exception as exc:
-            if type(exc).__module__.startswith(("elasticsearch", "elastic_transport")):
-                from hopsearch.service.esclient import translate
-
-                raise translate(exc, "bulk") from exc
-            raise
         if refresh:
             await self.refresh()
         return ok, errors
