@@ -50,7 +50,7 @@ async def load_dpr(
     progress: Progress | None = None,
 ) -> LoadReport:
     """DPR ``psgs_w100.tsv[.gz]``: ``_id`` = the DPR id."""
-    return await _load_file(store, DprSource(path), options, embedder, progress)
+    return await _load_file(store, DprSource(path, encode=embedder is None), options, embedder, progress)
 
 
 async def load_jsonl(

@@ -44,6 +44,9 @@ class SourceBatch:
     parallel lists, one entry per document; ``one_doc_per_position`` lets the pipeline count
     acknowledgements without building sets. A line-based source may leave ``locs`` empty and fill
     ``offsets`` instead (no dict per line): :meth:`where` then says ``file``, ``line``, ``offset``.
+    A source that can write its documents' ``_bulk`` lines itself (BM25-only loads, nothing to add to a
+    document) fills ``encoded`` instead of ``bodies``: per document, its action and source lines, each
+    ending in a newline, so that a batch's request body is one ``join``.
     """
 
     after: int
@@ -59,6 +62,7 @@ class SourceBatch:
     one_doc_per_position: bool = True
     offsets: list[int] = field(default_factory=list)
     file: str = ""
+    encoded: list[bytes] = field(default_factory=list)
 
     def add(self, position: int, doc_id: str, body: dict[str, Any], where: Mapping[str, Any]) -> None:
         self.ids.append(doc_id)

@@ -133,6 +133,8 @@ async def _pump(
         assert embedder is not None
         while (item := await raw.get()) is not None:
             batch = item[1]
+            if batch.encoded:  # a source that encodes must not be asked to when there are vectors to add
+                raise ConfigError(f"{source.kind} source wrote its documents' lines, but they need embeddings")
             if batch.bodies:
                 texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
                 vectors = await embedder.embed(texts)
