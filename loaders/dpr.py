@@ -16,6 +16,7 @@ import csv
 import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -61,55 +62,53 @@ class DprSource:
         dumps, encode = orjson.dumps, self.encode
         tail = b',"indexed_at":' + dumps(stamp) + b"}\n"
         lines, raw = open_lines(self.path)
-        budget = -1 if limit is None else limit  # lines still to read; -1: no limit
         with raw, lines:
             batch = SourceBatch(after=start_after, file=file)
+            offset = 0
+            for line in islice(lines, start_after):  # what the checkpoint covers (the header included)
+                offset += len(line)
+            rest: Iterator[bytes] = lines
+            if start_after == 0 and (first := lines.readline()):
+                if first.rstrip(b"\r\n").split(b"\t") == [h.encode() for h in HEADER]:
+                    offset, batch.after = len(first), 1
+                else:
+                    rest = chain((first,), lines)
             ids, bodies, encoded = batch.ids, batch.bodies, batch.encoded
             positions, offsets = batch.doc_pos, batch.offsets
-            offset = read = number = 0
-            for number, line in enumerate(lines, start=1):
+            number = batch.after  # the last line read so far
+            read = 0
+            for number, line in enumerate(islice(rest, limit), start=batch.after + 1):
                 here = offset
                 offset += len(line)
-                if number <= start_after:
-                    continue
-                if number == 1 and line.rstrip(b"\r\n").split(b"\t") == [h.encode() for h in HEADER]:
-                    batch.after = 1
-                    continue
-                if budget == 0:
-                    number -= 1  # this line is not read: the batch ends at the one before
-                    break
-                budget -= 1
                 read += 1
-                if line.isspace():
-                    batch.skipped += 1
-                elif isinstance(fields := parse_line(line), tuple):
-                    batch.reject(number, {"file": file, "line": number, "offset": here}, *fields)
-                else:
+                fields = parse_line(line)
+                if isinstance(fields, list):
                     pid, passage, title = fields
                     ids.append(pid)
                     if encode:
                         pid_json = dumps(pid)
-                        encoded.append(
-                            b"".join(
-                                (
-                                    ACTION_HEAD,
-                                    pid_json,
-                                    _TITLE,
-                                    dumps(title),
-                                    _TEXT,
-                                    dumps(passage),
-                                    _DOC_ID,
-                                    pid_json,
-                                    tail,
-                                )
-                            )
+                        parts = (
+                            ACTION_HEAD,
+                            pid_json,
+                            _TITLE,
+                            dumps(title),
+                            _TEXT,
+                            dumps(passage),
+                            _DOC_ID,
+                            pid_json,
+                            tail,
                         )
+                        encoded.append(b"".join(parts))
                     else:
                         bodies.append(
                             {"title": title, "text": passage, "source": "dpr", "doc_id": pid, "indexed_at": stamp}
                         )
                     positions.append(number)
                     offsets.append(here)
+                elif line.isspace():
+                    batch.skipped += 1
+                else:
+                    batch.reject(number, {"file": file, "line": number, "offset": here}, *fields)
                 if read >= batch_size:
                     batch.read, batch.last, batch.progress = read, number, raw.tell()
                     yield batch
