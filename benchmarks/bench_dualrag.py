@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/bench_dualrag.py [--passages 400] [--runs 40] [--delay 0.5]
 
 1. Retrieval: 3 entities x 3 keywords (k = 50 each) as ONE ``_msearch`` (what DualRAG does) versus
-   nine sequential searches, both through the same merge; median over ``--runs`` after a warm-up.
+   nine sequential searches, both through the same merge; median over ``--runs`` after a warm-up. Then
+   the node alone: the same nine bodies as one ``_msearch`` vs nine ``_search`` over bare HTTP, the
+   ceiling of that ratio on this machine.
 2. Summaries: the Knowledge Summarizer for 3 entities concurrently (``asyncio.gather``, what DualRAG
    does) against a scripted server that answers each call after ``--delay`` seconds, versus the
    same 3 calls one after the other.
@@ -24,18 +26,28 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
 
 from hopsearch.cli import esnode  # noqa: E402
 from hopsearch.service.llm import LLMClient  # noqa: E402
-from hopsearch.service.retrieval import EsRetriever  # noqa: E402
+from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
 from hopsearch.service.settings import load_settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.strategies import AskOptions  # noqa: E402
 from hopsearch.service.strategies.base import RunContext  # noqa: E402
-from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, summarize  # noqa: E402
+from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
+    RETRIEVE_K,
+    EntitySearch,
+    gather_candidates,
+    queries_of,
+    summarize,
+)
 from hopsearch.service.traces import TraceRecorder  # noqa: E402
 from hopsearch.service.types import Hit, RetrievalQuery, Retriever, SearchResult  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
@@ -126,8 +138,34 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         print(f"  one _msearch (9 queries):   {one:8.2f} ms")
         print(f"  nine sequential searches:   {nine:8.2f} ms")
         print(f"  speed-up: {nine / one:.2f}x (target >= 3x)")
+        bodies = [bm25_body(query, query.k, source=True) for query in queries_of(searches, "bm25", RETRIEVE_K)]
+        raw_one, raw_nine = await node_alone(url, target, bodies, runs)
+        print("  the node alone, same 9 bodies over raw HTTP (no client library, no merge): the ceiling here")
+        print(f"    one _msearch {raw_one:.2f} ms, nine _search {raw_nine:.2f} ms: {raw_nine / raw_one:.2f}x")
     finally:
         await store.close()
+
+
+async def node_alone(url: str, index: str, bodies: Sequence[dict[str, Any]], runs: int) -> tuple[float, float]:
+    """One ``_msearch`` vs nine ``_search`` requests of the same bodies with a bare HTTP client."""
+    dumps = orjson.dumps
+    batch = b"".join(dumps({"index": index}) + b"\n" + dumps(body) + b"\n" for body in bodies)
+    singles = [dumps(body) for body in bodies]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+
+        async def one() -> None:
+            response = await http.post("/_msearch", content=batch, headers={"content-type": "application/x-ndjson"})
+            response.raise_for_status()
+
+        async def nine() -> None:
+            for body in singles:
+                response = await http.post(
+                    f"/{index}/_search", content=body, headers={"content-type": "application/json"}
+                )
+                response.raise_for_status()
+
+        times = await medians_ms([one, nine], runs, warm=max(20, runs // 2))
+    return times[0], times[1]
 
 
 async def bench_summaries(delay: float, runs: int) -> None:
