@@ -25,7 +25,7 @@ import orjson
 
 from hopsearch.loaders.model import LoadOptions, SourceBatch
 from hopsearch.service.errors import StoreError
-from hopsearch.service.esclient import call, translated
+from hopsearch.service.esclient import translated
 from hopsearch.service.store import Store
 
 #: What the first attempt reads back: a few bytes per item, matched to the request by position.
@@ -64,7 +64,7 @@ async def send_batch(
     batch.encoded.clear()
     count = len(batch.ids)
     try:
-        response = await call(store.post_bulk(index, body, filter_path=FIRST_FILTER), "bulk")
+        response = await store.post_bulk(index, body, filter_path=FIRST_FILTER)
     except StoreError as exc:
         if exc.details.get("status") != 429:
             raise

@@ -273,12 +273,13 @@ class Store:
         return out
 
     async def post_bulk(self, index: str, body: bytes, *, filter_path: str) -> dict[str, Any]:
-        """One ``_bulk`` request of a ready NDJSON ``body`` into ``index``; the library's errors propagate."""
+        """One ``_bulk`` request of a ready NDJSON ``body`` into ``index`` (a refusal keeps its HTTP status
+        in the raised error's ``details``)."""
         if self.info.major >= 8:
-            response = await self.client.bulk(operations=body, index=index, filter_path=filter_path)
+            request = self.client.bulk(operations=body, index=index, filter_path=filter_path)
         else:
-            response = await self.client.bulk(body=body, index=index, filter_path=filter_path)
-        return body_of(response)
+            request = self.client.bulk(body=body, index=index, filter_path=filter_path)
+        return body_of(await call(request, "bulk"))
 
     async def bulk(
         self,
