@@ -9,6 +9,7 @@
     │   └── EmbedderMismatch          vectors from another embedder than the index ``_meta`` names
     ├── NodeError                     starting or stopping a local Elasticsearch / LLM server failed
     ├── EmbedderError                 the embedding model failed
+    │   └── RerankError               the reranker failed (unreachable, error status, wrong shape)
     ├── LLMError                      the language model failed
     │   ├── LLMUnavailable            connect errors, 429 and 5xx after every retry
     │   ├── LLMTimeout                the deadline passed
@@ -104,6 +105,11 @@ class NodeError(HopsearchError):
 
 class EmbedderError(HopsearchError):
     error_type = "embedder_exception"
+    status = 502
+
+
+class RerankError(EmbedderError):
+    error_type = "rerank_exception"
     status = 502
 
 

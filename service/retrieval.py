@@ -4,33 +4,39 @@
 - Dense: top-level ``knn`` (8.x), exact ``script_score`` cosine (7.17 with vectors), or cosine computed
   here over the BM25 candidates where the server has no vectors (``rerank``). The method used is
   reported with every result.
-- Hybrid: Reciprocal Rank Fusion (k = 60) of the BM25 and dense lists, client-side.
+- Hybrid: the fusion asked for where the server can run it (:mod:`.fusion`: client-side RRF by default,
+  ``bool.should`` in one request, Elasticsearch's ``rrf`` retriever), else client-side RRF; the fusion
+  that ran (and why another did not) is reported with every result.
+- Optionally, a cross-encoder reranker (:mod:`.rerank`) reorders the top hits of any mode.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hopsearch.service.errors import ConfigError, EmbedderMismatch
+from hopsearch.service.errors import ConfigError, EmbedderMismatch, StoreError
+from hopsearch.service.fusion import (
+    RRF_K,
+    bool_body,
+    choose,
+    licence_of,
+    refused,
+    rrf,
+    rrf_retriever_body,
+    with_score,
+)
+from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.store import Store
-from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult
+from hopsearch.service.types import DenseMethod, Embedder, Fusion, Hit, RetrievalQuery, SearchResult
 
-RRF_K = 60
+__all__ = ["RRF_K", "EsRetriever", "bm25_body", "cosine", "knn_body", "rrf", "script_score_body"]
+
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
-
-
-def rrf(lists: Sequence[Sequence[Hit]], *, k: int = RRF_K, size: int | None = None) -> list[Hit]:
-    """Reciprocal Rank Fusion: score(d) = Σ 1 / (k + rank_i(d)), ranks from 1. Ties keep first-seen order."""
-    scores: dict[str, float] = {}
-    first: dict[str, Hit] = {}
-    for hits in lists:
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k + rank)
-            first.setdefault(hit.id, hit)
-    order = sorted(scores, key=lambda doc_id: -scores[doc_id])
-    return [_with_score(first[doc_id], scores[doc_id]) for doc_id in order[:size]]
+Source = bool | Mapping[str, Any]
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -38,10 +44,6 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
-
-
-def _with_score(hit: Hit, score: float) -> Hit:
-    return Hit(id=hit.id, score=score, title=hit.title, text=hit.text, source=hit.source)
 
 
 def _hits(response: Mapping[str, Any]) -> list[Hit]:
@@ -60,56 +62,87 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
     return out
 
 
-Source = bool | Mapping[str, Any]
+def match_clause(text: str, boost: float = 1.0) -> dict[str, Any]:
+    match: dict[str, Any] = {"query": text, "fields": ["title", "text"], "type": "best_fields", "tie_breaker": 0.5}
+    if boost != 1.0:
+        match["boost"] = boost
+    return {"multi_match": match}
+
+
+def _filters(query: RetrievalQuery) -> list[dict[str, Any]]:
+    return [dict(f) for f in query.filters]
 
 
 def bm25_body(query: RetrievalQuery, size: int, *, source: Source = SOURCE_EXCLUDES) -> dict[str, Any]:
-    match = {
-        "multi_match": {
-            "query": query.text,
-            "fields": ["title", "text"],
-            "type": "best_fields",
-            "tie_breaker": 0.5,
-        }
-    }
     return {
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
-        "query": {"bool": {"must": [match], "filter": [dict(f) for f in query.filters]}},
+        "query": {"bool": {"must": [match_clause(query.text)], "filter": _filters(query)}},
         "_source": source,
     }
 
 
-def knn_body(query: RetrievalQuery, vector: Sequence[float]) -> dict[str, Any]:
+def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int) -> dict[str, Any]:
+    """The kNN search of a query (top-level ``knn``, ``knn`` retriever); ``size`` neighbours."""
     knn: dict[str, Any] = {
         "field": "embedding",
         "query_vector": list(vector),
-        "k": query.k,
-        "num_candidates": max(100, query.k * 10),
+        "k": size,
+        "num_candidates": max(100, size * 10),
     }
     if query.filters:
-        knn["filter"] = [dict(f) for f in query.filters]
-    return {"size": query.k, "knn": knn, "_source": SOURCE_EXCLUDES}
+        knn["filter"] = _filters(query)
+    return knn
 
 
-def script_score_body(query: RetrievalQuery, vector: Sequence[float]) -> dict[str, Any]:
-    base: dict[str, Any] = (
-        {"bool": {"filter": [dict(f) for f in query.filters]}} if query.filters else {"match_all": {}}
-    )
-    return {
-        "size": query.k,
-        "query": {
-            "script_score": {
-                "query": base,
-                "script": {
-                    "source": "cosineSimilarity(params.qv, 'embedding') + 1.0",
-                    "params": {"qv": list(vector)},
-                },
-            }
-        },
-        "_source": SOURCE_EXCLUDES,
-    }
+def knn_body(query: RetrievalQuery, vector: Sequence[float], size: int | None = None) -> dict[str, Any]:
+    size = size or query.k
+    return {"size": size, "knn": knn_clause(query, vector, size), "_source": SOURCE_EXCLUDES}
+
+
+def _script_score(query: RetrievalQuery, vector: Sequence[float], boost: float = 1.0) -> dict[str, Any]:
+    base: dict[str, Any] = {"bool": {"filter": _filters(query)}} if query.filters else {"match_all": {}}
+    script = {"source": "cosineSimilarity(params.qv, 'embedding') + 1.0", "params": {"qv": list(vector)}}
+    clause: dict[str, Any] = {"query": base, "script": script}
+    if boost != 1.0:
+        clause["boost"] = boost
+    return {"script_score": clause}
+
+
+def script_score_body(query: RetrievalQuery, vector: Sequence[float], size: int | None = None) -> dict[str, Any]:
+    return {"size": size or query.k, "query": _script_score(query, vector), "_source": SOURCE_EXCLUDES}
+
+
+def fused_body(
+    fusion: Fusion, query: RetrievalQuery, vector: Sequence[float], method: str, size: int
+) -> dict[str, Any]:
+    """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion."""
+    w_bm25, w_dense = query.weights
+    if fusion == "es_rrf":
+        body = rrf_retriever_body(match_clause(query.text), knn_clause(query, vector, size), _filters(query), size)
+    else:
+        if method == "knn":
+            dense = knn_clause(query, vector, size)
+            del dense["k"]  # the knn QUERY (8.12+) takes num_candidates; k only from 8.15 on
+            if w_dense != 1.0:
+                dense["boost"] = w_dense
+            dense_clause: dict[str, Any] = {"knn": dense}
+        else:
+            dense_clause = _script_score(query, vector, w_dense)
+        body = bool_body(match_clause(query.text, w_bm25), dense_clause, _filters(query), size)
+    body["_source"] = SOURCE_EXCLUDES
+    return body
+
+
+@dataclass
+class _Plan:
+    """The searches of one query in the batch (slot name → position in the ``_msearch``)."""
+
+    size: int
+    fusion: Fusion = "none"
+    note: str = ""
+    slots: dict[str, int] = field(default_factory=dict)
 
 
 class EsRetriever:
@@ -122,11 +155,13 @@ class EsRetriever:
         *,
         index: str | None = None,
         rerank_candidates: int = 100,
+        reranker: HttpReranker | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.index = index or store.settings.passages_alias
         self.rerank_candidates = rerank_candidates
+        self.reranker = reranker
 
     async def _dense_method(self) -> DenseMethod:
         if self.embedder is None:
@@ -153,9 +188,11 @@ class EsRetriever:
         return True if meta.get("embedder") is None else SOURCE_EXCLUDES
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
-        """Answer every query with ONE ``_msearch`` (two bodies per hybrid query on vector servers)."""
+        """Answer every query with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
         if not queries:
             return []
+        if any(q.rerank for q in queries) and self.reranker is None:
+            raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
         dense_idx = [i for i, q in enumerate(queries) if q.mode != "bm25"]
         method: DenseMethod = "none"
         vectors: dict[int, list[float]] = {}
@@ -164,51 +201,138 @@ class EsRetriever:
             assert self.embedder is not None
             embedded = await self.embedder.embed([queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
+        licence = None
+        if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):
+            licence = licence_of(await self.store.licence())
         plain = await self._stored_source()
         searches: list[tuple[str, dict[str, Any]]] = []
-        plan: list[dict[str, int]] = []
+        plans: list[_Plan] = []
+
+        def add(plan: _Plan, slot: str, body: dict[str, Any]) -> None:
+            plan.slots[slot] = len(searches)
+            searches.append((self.index, body))
+
         for i, query in enumerate(queries):
-            slots: dict[str, int] = {}
-            if query.mode == "bm25" or method == "rerank":
-                size = max(query.k, self.rerank_candidates) if query.mode != "bm25" else query.k
-                slots["bm25"] = len(searches)
-                searches.append((self.index, bm25_body(query, size, source=True if query.mode != "bm25" else plain)))
+            size = max(query.k, self.reranker.top_n) if query.rerank and self.reranker else query.k
+            plan = _Plan(size)
+            plans.append(plan)
+            if query.mode == "hybrid":
+                weighted = tuple(query.weights) != (1.0, 1.0)
+                plan.fusion, plan.note = choose(query.fusion, self.store.info, method, licence, weighted)
+            if query.mode == "bm25":
+                add(plan, "bm25", bm25_body(query, size, source=plain))
+            elif method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
+                add(plan, "bm25", bm25_body(query, max(size, self.rerank_candidates), source=True))
+            elif plan.fusion in ("bool", "es_rrf"):
+                add(plan, "fused", fused_body(plan.fusion, query, vectors[i], method, size))
+                if query.legs:
+                    self._add_legs(plan, add, query, vectors[i], method, plain)
             else:
                 if query.mode == "hybrid":
-                    slots["bm25"] = len(searches)
-                    searches.append((self.index, bm25_body(query, query.k, source=plain)))
-                slots["dense"] = len(searches)
+                    add(plan, "bm25", bm25_body(query, size, source=plain))
                 body = knn_body if method == "knn" else script_score_body
-                searches.append((self.index, body(query, vectors[i])))
-            plan.append(slots)
-        responses = await self.store.msearch(searches)
-        results = []
-        for i, (query, slots) in enumerate(zip(queries, plan, strict=True)):
-            took = float(sum(responses[s].get("took", 0) for s in slots.values()))
-            bm25 = _hits(responses[slots["bm25"]]) if "bm25" in slots else []
-            if query.mode == "bm25":
-                hits = [_strip_vector(h) for h in bm25[: query.k]]  # a meta read before a rebuild swap
-            else:
-                if method == "rerank":
-                    dense = sorted(
-                        (_with_score(h, cosine(vectors[i], h.source.get("embedding") or [0.0])) for h in bm25),
-                        key=lambda h: -h.score,
-                    )
-                    bm25 = bm25[: query.k]
-                else:
-                    dense = _hits(responses[slots["dense"]])
-                hits = dense[: query.k] if query.mode == "dense" else rrf([bm25, dense], size=query.k)
-                hits = [_strip_vector(h) for h in hits]
-            results.append(
-                SearchResult(
-                    query=query,
-                    hits=tuple(hits),
-                    mode=query.mode,
-                    dense_method=method if i in vectors else "none",
-                    took_ms=took,
+                add(plan, "dense", body(query, vectors[i], size))
+        keep = any(p.fusion == "es_rrf" for p in plans)
+        responses = await self.store.msearch(searches, keep_errors=keep)
+        results = [
+            self._result(query, plan, responses, vectors.get(i), method)
+            for i, (query, plan) in enumerate(zip(queries, plans, strict=True))
+        ]
+        retry = [i for i, r in enumerate(results) if r is None]
+        if retry:  # the server refused its rrf retriever: client-side RRF instead, said so
+            again = await self.search_many([_as_client_rrf(queries[i]) for i in retry])
+            for i, result in zip(retry, again, strict=True):
+                note = f"the server refused the rrf retriever ({_reason(responses[plans[i].slots['fused']])})"
+                results[i] = replace(result, query=queries[i], fusion_note=note)
+        out = [r for r in results if r is not None]
+        if self.reranker is not None and any(q.rerank for q in queries):
+            out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
+        return out
+
+    def _add_legs(
+        self, plan: _Plan, add: Any, query: RetrievalQuery, vector: list[float], method: str, plain: Source
+    ) -> None:
+        add(plan, "bm25", bm25_body(query, plan.size, source=plain))
+        body = knn_body if method == "knn" else script_score_body
+        add(plan, "dense", body(query, vector, plan.size))
+
+    def _result(
+        self,
+        query: RetrievalQuery,
+        plan: _Plan,
+        responses: list[dict[str, Any]],
+        vector: list[float] | None,
+        method: DenseMethod,
+    ) -> SearchResult | None:
+        for slot, position in plan.slots.items():
+            if "error" in responses[position]:
+                if slot == "fused" and refused(responses[position]["error"]):
+                    return None
+                err = responses[position]["error"]
+                raise StoreError(f"msearch: {err}", details={"status": responses[position].get("status")})
+        took = float(sum(responses[s].get("took", 0) for s in plan.slots.values()))
+        bm25 = _hits(responses[plan.slots["bm25"]]) if "bm25" in plan.slots else []
+        legs: dict[str, tuple[Hit, ...]] = {}
+        if query.mode == "bm25":
+            hits = bm25[: plan.size]
+        else:
+            if method == "rerank":
+                assert vector is not None
+                dense = sorted(
+                    (with_score(h, cosine(vector, h.source.get("embedding") or [0.0])) for h in bm25),
+                    key=lambda h: -h.score,
                 )
-            )
-        return results
+                bm25 = bm25[: plan.size]
+            else:
+                dense = _hits(responses[plan.slots["dense"]]) if "dense" in plan.slots else []
+            if query.mode == "dense":
+                hits = dense[: plan.size]
+            elif "fused" in plan.slots:
+                hits = _hits(responses[plan.slots["fused"]])[: plan.size]
+            else:
+                hits = rrf([bm25, dense], size=plan.size, weights=query.weights)
+            if query.legs and query.mode == "hybrid":
+                legs = {"bm25": _stripped(bm25[: plan.size]), "dense": _stripped(dense[: plan.size])}
+        return SearchResult(
+            query=query,
+            hits=_stripped(hits),
+            mode=query.mode,
+            dense_method=method if vector is not None else "none",
+            took_ms=took,
+            fusion=plan.fusion,
+            fusion_note=plan.note,
+            legs=legs,
+        )
+
+    async def _rerank(self, result: SearchResult) -> SearchResult:
+        if not result.query.rerank or self.reranker is None:
+            return result
+        hits = await self.reranker.rerank(result.query.text, result.hits)
+        return replace(result, hits=tuple(hits[: result.query.k]), reranked_by=self.reranker.model)
+
+
+def _as_client_rrf(query: RetrievalQuery) -> RetrievalQuery:
+    return RetrievalQuery(
+        query.text,
+        k=query.k,
+        mode=query.mode,
+        filters=query.filters,
+        fusion="rrf",
+        weights=query.weights,
+        legs=query.legs,
+        rerank=False,
+    )
+
+
+def _reason(item: Mapping[str, Any]) -> str:
+    err = item.get("error")
+    if isinstance(err, dict):
+        return f"{err.get('type')}: {err.get('reason')}"
+    return str(err)
+
+
+def _stripped(hits: Sequence[Hit]) -> tuple[Hit, ...]:
+    return tuple(_strip_vector(h) for h in hits)
 
 
 def _strip_vector(hit: Hit) -> Hit:

@@ -62,6 +62,19 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts per embedding batch.")
     embed_dims: int | None = Field(None, description="Dimensions of the `openai` embedder (probed if unset).")
 
+    # --- retrieval -----------------------------------------------------------------------------
+    retrieval_mode: Literal["bm25", "dense", "hybrid"] = Field(
+        "bm25",
+        description="Retrieval mode of the strategies unless a request sets one (measured: README, "
+        "`hopsearch eval retrieval`).",
+    )
+    rerank_url: str | None = Field(
+        None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."
+    )
+    rerank_model: str | None = Field(None, description="Model name sent to the reranker.")
+    rerank_api_key: SecretStr | None = Field(None, description="API key for the reranker.")
+    rerank_top_n: int = Field(20, ge=1, le=1000, description="Hits of a query the reranker reorders.")
+
     # --- LLM -----------------------------------------------------------------------------------
     llm_base_url: UrlList = Field(
         default_factory=list,

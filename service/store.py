@@ -66,6 +66,7 @@ class Store:
         self.client = client
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
+        self._licence: dict[str, Any] | None = None
 
     @classmethod
     async def connect(cls, settings: Settings) -> Store:
@@ -254,9 +255,21 @@ class Store:
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
 
-    async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    async def licence(self) -> dict[str, Any]:
+        """``GET /_license`` (read once; ``{}`` where the server has no licensing)."""
+        if self._licence is None:
+            try:
+                self._licence = body_of(await call(self.client.license.get(), "get licence"))
+            except StoreError:
+                self._licence = {}
+        return self._licence
+
+    async def msearch(
+        self, searches: Sequence[tuple[str, Mapping[str, Any]]], *, keep_errors: bool = False
+    ) -> list[dict[str, Any]]:
         """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
-        A failed search raises with its reason (partial answers are not silently dropped)."""
+        A failed search raises with its reason (partial answers are not silently dropped), unless
+        ``keep_errors``: then its item (with ``error``) comes back for the caller to handle."""
         if not searches:
             return []
         dumps = orjson.dumps  # one NDJSON body, passed through the client as is
@@ -264,7 +277,7 @@ class Store:
         response = body_of(await call(self.client.msearch(body=lines), "msearch"))
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
-            if "error" in item:
+            if "error" in item and not keep_errors:
                 err = item["error"]
                 reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
                 cls = IndexMissing if item.get("status") == 404 else StoreError

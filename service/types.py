@@ -10,6 +10,10 @@ RetrievalMode = Literal["bm25", "dense", "hybrid"]
 #: How dense scores were actually computed: top-level kNN (8.x), exact script_score (full 7.17),
 #: client-side cosine over the BM25 candidates (servers without vectors), or not at all.
 DenseMethod = Literal["knn", "script_score", "rerank", "none"]
+#: How a hybrid query's two lists became one: Reciprocal Rank Fusion here (``rrf``, the default), one
+#: request of ``bool.should`` over ``knn`` + ``match`` (``bool``, 8.12+ knn servers), or Elasticsearch's
+#: ``rrf`` retriever (``es_rrf``, licence permitting). ``none`` for bm25 and dense queries.
+Fusion = Literal["rrf", "bool", "es_rrf", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +29,20 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalQuery:
-    """One query of a batch. ``filters`` are Elasticsearch filter clauses (term/range dicts)."""
+    """One query of a batch. ``filters`` are Elasticsearch filter clauses (see :mod:`.filters`).
+
+    Hybrid only: ``fusion`` asked for (refused by the server → client RRF, reported), ``weights`` of the
+    (bm25, dense) legs, ``legs`` to get both lists back. ``rerank``: pass the top hits through the
+    configured reranker."""
 
     text: str
     k: int = 10
     mode: RetrievalMode = "bm25"
     filters: Sequence[Mapping[str, Any]] = ()
+    fusion: Fusion = "rrf"
+    weights: tuple[float, float] = (1.0, 1.0)
+    legs: bool = False
+    rerank: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,13 @@ class SearchResult:
     mode: RetrievalMode
     dense_method: DenseMethod
     took_ms: float
+    fusion: Fusion = "none"
+    #: Why the fusion asked for did not run (licence, version), empty when it did.
+    fusion_note: str = ""
+    #: Both legs' lists (``bm25``, ``dense``) when the query asked for them.
+    legs: Mapping[str, tuple[Hit, ...]] = field(default_factory=dict)
+    #: The reranker model that reordered the hits, empty when none ran.
+    reranked_by: str = ""
 
 
 class Retriever(Protocol):

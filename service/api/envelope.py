@@ -42,7 +42,13 @@ class Redactor:
     @classmethod
     def for_settings(cls, settings: Settings) -> Redactor:
         values = [key.get_secret_value() for key in settings.api_keys]
-        for secret in (settings.es_api_key, settings.es_password, settings.llm_api_key, settings.embed_api_key):
+        for secret in (
+            settings.es_api_key,
+            settings.es_password,
+            settings.llm_api_key,
+            settings.embed_api_key,
+            settings.rerank_api_key,
+        ):
             if secret is not None:
                 values.append(secret.get_secret_value())
         return cls(values)

@@ -1,0 +1,120 @@
+"""Hybrid fusion: which one can run here, and the request bodies of the server-side ones.
+
+- ``rrf`` (default): Reciprocal Rank Fusion here, score(d) = Σ wᵢ / (k + rankᵢ(d)), with per-leg weights.
+  Runs everywhere, also where Elasticsearch has no vectors (dense scores computed here).
+- ``bool``: ONE request, ``bool.should`` of the BM25 ``multi_match`` and a ``knn`` query (8.12+ knn
+  servers; Basic licence) — scores add up (``boost`` = the leg's weight).
+- ``es_rrf``: Elasticsearch's ``rrf`` retriever (8.14+, the ``rank-rrf`` module and an Enterprise or
+  trial licence; a Basic cluster refuses it). Without per-leg weights.
+
+:func:`choose` decides from the server's capabilities and licence; what was asked but cannot run
+falls back to ``rrf`` with a note saying why (reported with every result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsearch.service.esclient import ServerInfo
+from hopsearch.service.types import Fusion, Hit
+
+RRF_K = 60
+#: Licence types under which Elasticsearch's ``rrf`` retriever runs.
+RRF_LICENCES = frozenset({"enterprise", "trial"})
+
+
+def rrf(
+    lists: Sequence[Sequence[Hit]],
+    *,
+    k: int = RRF_K,
+    size: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> list[Hit]:
+    """Weighted Reciprocal Rank Fusion, ranks from 1. Ties keep first-seen order."""
+    scores: dict[str, float] = {}
+    first: dict[str, Hit] = {}
+    for number, hits in enumerate(lists):
+        weight = 1.0 if weights is None else weights[number]
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
+            first.setdefault(hit.id, hit)
+    order = sorted(scores, key=lambda doc_id: -scores[doc_id])
+    return [with_score(first[doc_id], scores[doc_id]) for doc_id in order[:size]]
+
+
+def with_score(hit: Hit, score: float) -> Hit:
+    return Hit(id=hit.id, score=score, title=hit.title, text=hit.text, source=hit.source)
+
+
+@dataclass(frozen=True, slots=True)
+class Licence:
+    """``GET /_license``: its type and status (``none`` where the server has no licensing)."""
+
+    type: str
+    status: str
+
+    @property
+    def rrf_retriever(self) -> bool:
+        return self.status == "active" and self.type in RRF_LICENCES
+
+
+def licence_of(response: Mapping[str, Any] | None) -> Licence:
+    body = (response or {}).get("license") or {}
+    return Licence(type=str(body.get("type") or "none"), status=str(body.get("status") or "none"))
+
+
+def choose(
+    asked: Fusion, info: ServerInfo, dense_method: str, licence: Licence | None, weighted: bool
+) -> tuple[Fusion, str]:
+    """The fusion that runs for ``asked`` here, and why it differs (empty when it does not)."""
+    if asked in ("rrf", "none"):
+        return "rrf", ""
+    if asked == "bool":
+        if dense_method == "knn" and info.version >= (8, 12):
+            return "bool", ""
+        if dense_method == "script_score":
+            return "bool", ""
+        return "rrf", f"bool fusion needs vectors on the server (kNN 8.12+ or script_score); here {dense_method}"
+    if dense_method != "knn" or info.version < (8, 14):
+        return "rrf", f"the rrf retriever needs Elasticsearch 8.14+ with kNN; here {info.number} ({dense_method})"
+    if weighted:
+        return "rrf", "the rrf retriever takes no per-leg weights"
+    if licence is None or not licence.rrf_retriever:
+        kind = licence.type if licence else "unknown"
+        return "rrf", f"the rrf retriever needs an enterprise or trial licence; this cluster's is {kind}"
+    return "es_rrf", ""
+
+
+def bool_body(
+    match: Mapping[str, Any], dense: Mapping[str, Any], filters: list[dict[str, Any]], size: int
+) -> dict[str, Any]:
+    """``bool.should`` of the BM25 clause and the dense clause (a ``knn`` or ``script_score`` query)."""
+    query: dict[str, Any] = {"should": [dict(match), dict(dense)], "minimum_should_match": 1}
+    if filters:
+        query["filter"] = filters
+    return {"size": size, "track_total_hits": False, "query": {"bool": query}}
+
+
+def rrf_retriever_body(
+    match: Mapping[str, Any], knn: Mapping[str, Any], filters: list[dict[str, Any]], size: int
+) -> dict[str, Any]:
+    """Elasticsearch's ``rrf`` retriever over a standard (BM25) and a ``knn`` retriever."""
+    standard: dict[str, Any] = {"query": {"bool": {"must": [dict(match)], "filter": filters}}}
+    return {
+        "size": size,
+        "retriever": {
+            "rrf": {
+                "retrievers": [{"standard": standard}, {"knn": dict(knn)}],
+                "rank_constant": RRF_K,
+                "rank_window_size": max(size, 50),
+            }
+        },
+    }
+
+
+def refused(error: Mapping[str, Any]) -> bool:
+    """Whether an ``_msearch`` item error says the server cannot run a retriever (module or licence)."""
+    text = str(error).lower()
+    return any(part in text for part in ("unknown retriever", "license", "security_exception", "non-compliant"))
