@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from typing import Any
+from typing import Any, cast
 
 import click
 import httpx
@@ -15,15 +15,25 @@ from rich.table import Table
 from hopsearch.cli.esnode import find_java
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.errors import HopsearchError, RequestInvalid
+from hopsearch.service.filters import parse_filters
+from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
-from hopsearch.service.types import RetrievalQuery
+from hopsearch.service.strategies.base import describe
+from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery
 
 
 def _fail(exc: HopsearchError) -> click.ClickException:
     return click.ClickException(str(exc))
+
+
+def _json_filter(text: str, number: int) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestInvalid(f"not JSON ({exc.msg}): {text}", field=f"--filter.{number}") from exc
 
 
 @click.command("init")
@@ -50,16 +60,50 @@ def init(no_embed: bool) -> None:
 @click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    help='A metadata filter as JSON, e.g. \'{"term": {"source": "wiki"}}\' (repeatable; all must hold).',
+)
+@click.option("--fusion", type=click.Choice(["rrf", "bool", "es_rrf"]), default="rrf", show_default=True)
+@click.option("--weights", type=(float, float), default=(1.0, 1.0), help="Hybrid: weights of bm25 and dense.")
+@click.option("--rerank", is_flag=True, help="Reorder the top hits with the configured reranker.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> None:
-    """Retrieve passages for QUERY (BM25, dense or hybrid) and print them."""
+def search(
+    query: str,
+    mode: str,
+    k: int,
+    index: str | None,
+    filters: tuple[str, ...],
+    fusion: str,
+    weights: tuple[float, float],
+    rerank: bool,
+    as_json: bool,
+) -> None:
+    """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
 
     async def go() -> Any:
         settings = load_settings()
+        clauses = parse_filters([_json_filter(text, n) for n, text in enumerate(filters)], "--filter")
         async with await Store.connect(settings) as store:
             embedder = make_embedder(settings) if mode != "bm25" else None
-            retriever = EsRetriever(store, embedder, index=index)
-            [result] = await retriever.search_many([RetrievalQuery(query, k=k, mode=mode)])  # type: ignore[arg-type]
+            reranker = make_reranker(settings) if rerank else None
+            retriever = EsRetriever(store, embedder, index=index, reranker=reranker)
+            request = RetrievalQuery(
+                query,
+                k=k,
+                mode=cast(RetrievalMode, mode),
+                filters=clauses,
+                fusion=cast(Fusion, fusion),
+                weights=weights,
+                rerank=rerank,
+            )
+            try:
+                [result] = await retriever.search_many([request])
+            finally:
+                if reranker is not None:
+                    await reranker.aclose()
             return result
 
     try:
@@ -68,9 +112,14 @@ def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> N
         raise _fail(exc) from exc
     if as_json:
         hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
-        click.echo(json.dumps({"mode": result.mode, "dense_method": result.dense_method, "hits": hits}, indent=2))
+        how = {"mode": result.mode, "dense_method": result.dense_method, "fusion": result.fusion}
+        if result.fusion_note:
+            how["fusion_note"] = result.fusion_note
+        if result.reranked_by:
+            how["reranked_by"] = result.reranked_by
+        click.echo(json.dumps({**how, "hits": hits}, indent=2))
         return
-    table = Table(title=f"{result.mode} ({result.dense_method}) — {len(result.hits)} hits")
+    table = Table(title=f"{describe(result)} — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.hits, start=1):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 import click
 
@@ -15,12 +16,21 @@ from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.types import RetrievalMode
 
 
-async def ask_question(settings: Settings, question: str, strategy_name: str, options: AskOptions) -> Answer:
+async def ask_question(
+    settings: Settings,
+    question: str,
+    strategy_name: str,
+    options: AskOptions,
+    retrieval_mode: str | None = None,
+) -> Answer:
     """Answer with the store (retrieval and the traces index) and the configured LLM."""
     async with await Runtime.open(settings) as runtime:
         await runtime.store.ensure_indices(runtime.embedder)
+        if retrieval_mode is None:
+            options = replace(options, retrieval_mode=await runtime.retrieval_mode())
         return await runtime.strategy(strategy_name).answer(question, options)
 
 
@@ -53,6 +63,12 @@ def render_step(step: Mapping[str, Any]) -> str:
 @click.option("--depth", type=int, default=10, show_default=True, help="DeepRAG depth (6 for HotpotQA).")
 @click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
 @click.option("--few-shot", is_flag=True, help="Put worked DeepRAG examples before the question.")
+@click.option(
+    "--retrieval-mode",
+    type=click.Choice(["bm25", "dense", "hybrid"]),
+    default=None,
+    help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
 def ask(
     question: str,
@@ -62,6 +78,7 @@ def ask(
     depth: int,
     k: int | None,
     few_shot: bool,
+    retrieval_mode: str | None,
     as_json: bool,
 ) -> None:
     """Answer QUESTION and show the answer, its citations and the step trace."""
@@ -71,9 +88,10 @@ def ask(
         max_depth=depth,
         k=k or (5 if strategy == "single" else 3),
         demonstrations=DEMONSTRATIONS if few_shot else "",
+        retrieval_mode=cast(RetrievalMode, retrieval_mode or "bm25"),
     )
     try:
-        answer = asyncio.run(ask_question(settings, question, strategy, options))
+        answer = asyncio.run(ask_question(settings, question, strategy, options, retrieval_mode))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     document = answer.trace.to_document()

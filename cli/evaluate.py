@@ -1,4 +1,5 @@
-"""``hopsearch eval QUESTIONS``: run a strategy over a benchmark question file and score it."""
+"""``hopsearch eval [answers] QUESTIONS``: run a strategy over a benchmark question file and score it;
+``hopsearch eval retrieval QUESTIONS``: recall of the supporting paragraphs (:mod:`.eval_retrieval`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import click
 from rich.console import Console
@@ -19,6 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.loaders.questions import index_contexts, read_questions
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
@@ -26,6 +29,7 @@ from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import load_settings
 from hopsearch.service.strategies import AskOptions, depth_for
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.types import RetrievalMode
 
 COLUMNS = ("n", "em", "f1", "acc", "retrievals", "llm_calls", "tokens_in", "tokens_out", "wall_s", "errors")
 
@@ -53,6 +57,7 @@ class EvalJob:
     mode: str
     few_shot: bool
     out: Path
+    retrieval_mode: str | None = None
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
@@ -68,6 +73,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             mode=job.mode,  # type: ignore[arg-type]
             max_depth=depth_for(dataset),
             demonstrations=DEMONSTRATIONS if job.few_shot else "",
+            retrieval_mode=cast(RetrievalMode, job.retrieval_mode or await runtime.retrieval_mode()),
         )
         items = [EvalItem(r.id, r.question, r.answers, r.type) for r in records]
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +98,22 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
     return summarize(rows)
 
 
-@click.command("eval")
+class DefaultGroup(click.Group):
+    """A group whose first argument, when it names no subcommand, goes to ``answers`` (so the older
+    ``hopsearch eval QUESTIONS`` keeps working)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["answers", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("eval", cls=DefaultGroup)
+def evaluate() -> None:
+    """Score answers (`eval [answers] QUESTIONS`) or retrieval (`eval retrieval QUESTIONS`)."""
+
+
+@evaluate.command("answers")
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
@@ -102,8 +123,14 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
 @click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
+@click.option(
+    "--retrieval-mode",
+    type=click.Choice(["bm25", "dense", "hybrid"]),
+    default=None,
+    help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def evaluate(
+def answers(
     questions: Path,
     strategy: str,
     limit: int | None,
@@ -113,6 +140,7 @@ def evaluate(
     mode: str,
     few_shot: bool,
     out: Path | None,
+    retrieval_mode: str | None,
     as_json: bool,
 ) -> None:
     """Run STRATEGY over a HotpotQA / 2WikiMultihopQA / MuSiQue question file; print EM, F1, Acc,
@@ -120,7 +148,9 @@ def evaluate(
     console = Console(stderr=as_json)
     target = out or Path(f"eval-{strategy}-{questions.stem}.jsonl")
     try:
-        job = EvalJob(questions, strategy, limit, index, concurrency, corpus_from_context, mode, few_shot, target)
+        job = EvalJob(
+            questions, strategy, limit, index, concurrency, corpus_from_context, mode, few_shot, target, retrieval_mode
+        )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -131,3 +161,6 @@ def evaluate(
         console.print(f"per-question rows: {target}")
     if summary.get("all", {}).get("errors", 0) == summary.get("all", {}).get("n", 0) > 0:
         raise SystemExit(1)
+
+
+evaluate.add_command(retrieval)

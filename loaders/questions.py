@@ -44,6 +44,14 @@ class QARecord:
     type: str
     paragraphs: tuple[Paragraph, ...]
     position: int  # 1-based line (JSONL) or element (JSON array) number
+    #: Titles of the supporting paragraphs (``supporting_facts``; MuSiQue's ``is_supporting``).
+    supporting: tuple[str, ...] = ()
+
+    @property
+    def gold_ids(self) -> frozenset[str]:
+        """Passage ids of the supporting paragraphs among the context (as :func:`index_contexts` indexes them)."""
+        titles = set(self.supporting)
+        return frozenset(p.passage_id for p in self.paragraphs if p.title in titles)
 
 
 def detect(record: Mapping[str, Any]) -> Dataset | None:
@@ -80,6 +88,7 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
         field = "paragraphs" if dataset == "musique" else "context"
         raise InputError(f"field '{field}' is malformed ({exc})", source=source, position=position) from exc
     rid = record.get("_id", record.get("id", f"{Path(source).stem}-{position}"))
+    supporting = _supporting(record, dataset)
     return QARecord(
         id=str(rid),
         question=question.strip(),
@@ -88,7 +97,26 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
         type=str(record.get("type") or (str(rid).split("__")[0] if dataset == "musique" else "")),
         paragraphs=tuple(paragraphs),
         position=position,
+        supporting=supporting,
     )
+
+
+def _supporting(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
+    """Distinct supporting titles in order; malformed entries are skipped (answers do not need them)."""
+    titles: list[str] = []
+    if dataset == "musique":
+        titles = [
+            str(p.get("title"))
+            for p in record.get("paragraphs") or []
+            if isinstance(p, dict) and p.get("is_supporting")
+        ]
+    else:
+        facts = record.get("supporting_facts") or []
+        if isinstance(facts, dict):  # the HuggingFace layout: {"title": [...], "sent_id": [...]}
+            titles = [str(t) for t in facts.get("title") or []]
+        else:
+            titles = [str(f[0]) for f in facts if isinstance(f, list | tuple) and f]
+    return tuple(dict.fromkeys(titles))
 
 
 def _raw_records(path: Path) -> Iterator[tuple[int, Any]]:

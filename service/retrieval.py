@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, StoreError
+from hopsearch.service.filters import in_scope
 from hopsearch.service.fusion import (
     RRF_K,
     bool_body,
@@ -162,6 +163,8 @@ class EsRetriever:
         self.index = index or store.settings.passages_alias
         self.rerank_candidates = rerank_candidates
         self.reranker = reranker
+        #: Why the server refused its rrf retriever (once refused, client RRF runs without asking again).
+        self.rrf_refusal = ""
 
     async def _dense_method(self) -> DenseMethod:
         if self.embedder is None:
@@ -191,8 +194,17 @@ class EsRetriever:
         """Answer every query with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
         if not queries:
             return []
+        scoped = in_scope()
+        if scoped:
+            queries = [replace(q, filters=(*q.filters, *scoped)) for q in queries]
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
+        out = await self._search(queries)
+        if self.reranker is not None and any(q.rerank for q in queries):
+            out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
+        return out
+
+    async def _search(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         dense_idx = [i for i, q in enumerate(queries) if q.mode != "bm25"]
         method: DenseMethod = "none"
         vectors: dict[int, list[float]] = {}
@@ -219,6 +231,8 @@ class EsRetriever:
             if query.mode == "hybrid":
                 weighted = tuple(query.weights) != (1.0, 1.0)
                 plan.fusion, plan.note = choose(query.fusion, self.store.info, method, licence, weighted)
+                if plan.fusion == "es_rrf" and self.rrf_refusal:
+                    plan.fusion, plan.note = "rrf", f"the server refused the rrf retriever ({self.rrf_refusal})"
             if query.mode == "bm25":
                 add(plan, "bm25", bm25_body(query, size, source=plain))
             elif method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
@@ -233,21 +247,24 @@ class EsRetriever:
                 body = knn_body if method == "knn" else script_score_body
                 add(plan, "dense", body(query, vectors[i], size))
         keep = any(p.fusion == "es_rrf" for p in plans)
-        responses = await self.store.msearch(searches, keep_errors=keep)
+        try:
+            responses = await self.store.msearch(searches, keep_errors=keep)
+        except StoreError as exc:  # a server without the rrf retriever fails the whole _msearch (a 400)
+            if not keep or not refused({"reason": str(exc)}):
+                raise
+            self.rrf_refusal = str(exc)
+            return await self._search(queries)
         results = [
             self._result(query, plan, responses, vectors.get(i), method)
             for i, (query, plan) in enumerate(zip(queries, plans, strict=True))
         ]
         retry = [i for i, r in enumerate(results) if r is None]
-        if retry:  # the server refused its rrf retriever: client-side RRF instead, said so
-            again = await self.search_many([_as_client_rrf(queries[i]) for i in retry])
+        if retry:  # the server refused its rrf retriever for these: client-side RRF instead, said so
+            self.rrf_refusal = _reason(responses[plans[retry[0]].slots["fused"]])
+            again = await self._search([queries[i] for i in retry])
             for i, result in zip(retry, again, strict=True):
-                note = f"the server refused the rrf retriever ({_reason(responses[plans[i].slots['fused']])})"
-                results[i] = replace(result, query=queries[i], fusion_note=note)
-        out = [r for r in results if r is not None]
-        if self.reranker is not None and any(q.rerank for q in queries):
-            out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
-        return out
+                results[i] = result
+        return [r for r in results if r is not None]
 
     def _add_legs(
         self, plan: _Plan, add: Any, query: RetrievalQuery, vector: list[float], method: str, plain: Source
@@ -309,19 +326,6 @@ class EsRetriever:
             return result
         hits = await self.reranker.rerank(result.query.text, result.hits)
         return replace(result, hits=tuple(hits[: result.query.k]), reranked_by=self.reranker.model)
-
-
-def _as_client_rrf(query: RetrievalQuery) -> RetrievalQuery:
-    return RetrievalQuery(
-        query.text,
-        k=query.k,
-        mode=query.mode,
-        filters=query.filters,
-        fusion="rrf",
-        weights=query.weights,
-        legs=query.legs,
-        rerank=False,
-    )
 
 
 def _reason(item: Mapping[str, Any]) -> str:

@@ -6,13 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hopsearch.service.embedders import make_embedder
+from hopsearch.service.errors import IndexMissing
 from hopsearch.service.llm import LLMClient
+from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, Strategy, build_strategy
 from hopsearch.service.traces import ElasticsearchTraceSink
-from hopsearch.service.types import Embedder
+from hopsearch.service.types import Embedder, RetrievalMode
 
 
 @dataclass
@@ -41,11 +43,13 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder),
+            retriever=EsRetriever(store, embedder, reranker=make_reranker(settings)),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 
     async def close(self) -> None:
+        if self.retriever.reranker is not None:
+            await self.retriever.reranker.aclose()
         await self.llm.aclose()
         await self.store.close()
 
@@ -54,6 +58,17 @@ class Runtime:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def retrieval_mode(self) -> RetrievalMode:
+        """The strategies' retrieval mode where a request sets none: the ``retrieval_mode`` setting
+        where the passages index holds this embedder's vectors, else ``bm25``."""
+        if self.settings.retrieval_mode == "bm25" or self.embedder is None:
+            return "bm25"
+        try:
+            meta = await self.store.index_meta(self.retriever.index)
+        except IndexMissing:
+            return "bm25"
+        return self.settings.retrieval_mode if meta.get("embedder") == self.embedder.model_id else "bm25"
 
     def strategy(self, name: str) -> Strategy:
         """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime."""

@@ -72,6 +72,20 @@ async def test_literal_filters_and_refused_filters(es_node: EsNode) -> None:
         assert await ids([{"range": {"chunk": {"gte": 1}}}]) == []
         assert len(await ids([{"exists": {"field": "doc_id"}}, {"term": {"source": "jsonl"}}])) >= 3
         assert await ids([{"term": {"source": "docs"}}]) == []
+        either = [{"or": [{"term": {"doc_id": "p-jaws"}}, {"term": {"doc_id": "p-donner"}}]}]
+        assert await ids(either) == ["p-donner", "p-jaws"]
+        assert await ids([*either, {"not": {"term": {"doc_id": "p-jaws"}}}]) == ["p-donner"]
+        assert await ids([{"and": [*either, {"range": {"indexed_at": {"gte": "now-1d"}}}]}]) == []
+        bad_date = {"query": "x", "filters": [{"range": {"indexed_at": {"gte": "last week"}}}]}
+        refused_date = await api.client.post(f"/{api.alias}/_retrieve", json=bad_date)
+        assert refused_date.status_code == 400 and refused_date.json()["error"]["field"] == (
+            "body.filters.0.range.indexed_at.gte"
+        )
+        ask_bad = {"question": "q", "options": {"filters": [{"term": {"embedding": 1}}]}}
+        refused_ask = await api.client.post(f"/{api.alias}/_ask", json=ask_bad)
+        assert refused_ask.status_code == 400 and refused_ask.json()["error"]["field"] == (
+            "body.options.filters.0.term.embedding"
+        )
         unsafe = {"query": "x", "filters": [{"query_string": {"query": "title:foo AND (bar OR"}}]}
         refused = await api.client.post(f"/{api.alias}/_retrieve", json=unsafe)
         field = {"query": "x", "filters": [{"term": {"text": "free text field"}}]}

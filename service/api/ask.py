@@ -94,7 +94,7 @@ async def ask(
     if not await runtime.store.exists(runtime.retriever.index):
         raise IndexMissing(f"no such index [{index}]", details={"index": index})
     strategy = runtime.strategy(body.strategy)
-    options = body.options.to_options()
+    options = body.options.to_options(await runtime.retrieval_mode())
     slot = state.admit_question()
     if stream if stream is not None else body.stream:
         events = _stream(state, slot, strategy, body.question, options, started)

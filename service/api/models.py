@@ -1,31 +1,30 @@
 """Request and response bodies of the HTTP service (pydantic; they are the OpenAPI document).
 
-Filters speak Elasticsearch's filter dialect but only its literal clauses — ``term``, ``terms``,
-``range``, ``exists`` — over an allow-list of passage fields: user text never reaches Elasticsearch as
+Filters are plain JSON here, validated by :mod:`hopsearch.service.filters` (literal clauses over an
+allow-list of passage fields; a bad one is a 400 naming it): user text never reaches Elasticsearch as
 query-string syntax (questions and queries go into ``multi_match`` and kNN bodies only).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hopsearch.service.filters import parse_filters
 from hopsearch.service.strategies import AskOptions, Budget
-from hopsearch.service.types import RetrievalMode
+from hopsearch.service.types import Fusion, RetrievalMode
 
-#: Fields a filter may name: the keyword, number and date fields of the passages mapping.
-FILTER_FIELD_PATTERN = (
-    r"^(source|doc_id|path|url|title\.keyword|content_sha|chunk|indexed_at|metadata\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,99})$"
-)
 #: Absolute bounds of the schema; the configured limits (``api_max_*``) are usually tighter.
 MAX_TEXT = 100_000
 MAX_K = 10_000
 
-FieldName = Annotated[str, StringConstraints(pattern=FILTER_FIELD_PATTERN)]
-Scalar = (
-    Annotated[str, StringConstraints(max_length=512)] | Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | float | bool
+FILTERS_DOC = (
+    "Metadata filters (hopsearch.service.filters): term, terms, range, exists, and/or/not over source, path, "
+    "doc_id, lang, url, title.keyword, content_sha, chunk, indexed_at and metadata.<name>; a bad one is a 400 "
+    "naming the field."
 )
+FilterSpec = dict[str, Any]
 
 
 def _check_text(value: Any, where: str) -> None:
@@ -58,52 +57,15 @@ class _Request(_Strict):
         return data
 
 
-class RangeBounds(_Strict):
-    gte: Scalar | None = None
-    gt: Scalar | None = None
-    lte: Scalar | None = None
-    lt: Scalar | None = None
-
-
-class ExistsField(_Strict):
-    field: FieldName
-
-
-class TermFilter(_Strict):
-    term: dict[FieldName, Scalar] = Field(min_length=1, max_length=1)
-
-
-class TermsFilter(_Strict):
-    terms: dict[FieldName, list[Scalar]] = Field(min_length=1, max_length=1)
-
-
-class RangeFilter(_Strict):
-    range: dict[FieldName, RangeBounds] = Field(min_length=1, max_length=1)
-
-
-class ExistsFilter(_Strict):
-    exists: ExistsField
-
-
-Filter = TermFilter | TermsFilter | RangeFilter | ExistsFilter
-
-
-def filter_clause(item: Filter) -> dict[str, Any]:
-    """The Elasticsearch filter clause of a validated filter."""
-    if isinstance(item, RangeFilter):
-        return {"range": {name: b.model_dump(exclude_none=True) for name, b in item.range.items()}}
-    if isinstance(item, TermsFilter):
-        return {"terms": {name: list(values) for name, values in item.terms.items()}}
-    if isinstance(item, ExistsFilter):
-        return {"exists": {"field": item.exists.field}}
-    return {"term": dict(item.term)}
-
-
 class RetrieveRequest(_Request):
     query: str = Field(min_length=1, max_length=MAX_TEXT, description="Plain text (never query-string syntax).")
     k: int = Field(10, ge=1, le=MAX_K, description="Number of hits (at most `api_max_k`).")
-    mode: RetrievalMode = Field("bm25", description="bm25, dense or hybrid (RRF, k = 60).")
-    filters: list[Filter] = Field(default_factory=list, max_length=32, description="Literal filter clauses.")
+    mode: RetrievalMode = Field("bm25", description="bm25, dense or hybrid.")
+    filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
+    fusion: Fusion = Field("rrf", description="Hybrid: rrf (client-side), bool (one request), es_rrf (licence).")
+    weights: tuple[float, float] = Field((1.0, 1.0), description="Hybrid, rrf and bool: weights of (bm25, dense).")
+    legs: bool = Field(False, description="Hybrid: also return both legs' lists (`legs.bm25`, `legs.dense`).")
+    rerank: bool = Field(False, description="Reorder the top hits with the configured reranker.")
 
 
 class BudgetModel(_Strict):
@@ -117,14 +79,18 @@ class AskOptionsModel(_Strict):
     mode: Literal["model", "always", "never"] = "model"
     max_depth: int = Field(10, ge=1, le=20)
     k: int = Field(3, ge=1, le=MAX_K)
-    retrieval_mode: RetrievalMode = "bm25"
+    retrieval_mode: RetrievalMode | None = Field(None, description="Default: the `retrieval_mode` setting.")
+    filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     max_tokens: int = Field(100, ge=1, le=4096)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))
 
-    def to_options(self) -> AskOptions:
+    def to_options(self, retrieval_mode: RetrievalMode = "bm25") -> AskOptions:
+        """The options; ``retrieval_mode`` where the request sets none, filters validated (400 naming one)."""
         b = self.budget
         budget = Budget(b.max_steps, b.max_retrievals, b.max_llm_calls, b.deadline_s)
-        return AskOptions(self.mode, self.max_depth, self.k, self.retrieval_mode, self.max_tokens, budget)
+        filters = tuple(parse_filters(self.filters, "body.options.filters"))
+        mode = self.retrieval_mode or retrieval_mode
+        return AskOptions(self.mode, self.max_depth, self.k, mode, self.max_tokens, budget, filters=filters)
 
 
 class AskRequest(_Request):
@@ -186,6 +152,10 @@ class SearchResponse(BaseModel):
 class RetrieveResponse(SearchResponse):
     mode: RetrievalMode
     dense_method: Literal["knn", "script_score", "rerank", "none"]
+    fusion: Fusion
+    fusion_note: str | None = None
+    reranked_by: str | None = None
+    legs: dict[str, list[HitModel]] | None = None
 
 
 class Citation(BaseModel):

@@ -5,6 +5,7 @@ the hot path); the pydantic models in :mod:`.models` document them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -20,14 +21,14 @@ from hopsearch.service.api.models import (
     RetrieveResponse,
     RootResponse,
     SearchResponse,
-    filter_clause,
 )
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.entities import entity_key
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.esclient import body_of, call
+from hopsearch.service.filters import parse_filters
 from hopsearch.service.runtime import STRATEGIES
-from hopsearch.service.types import RetrievalQuery, SearchResult
+from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 
 router = APIRouter()
 IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]
@@ -58,11 +59,21 @@ def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = N
 
 
 def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, Any]:
-    hits = [{"_index": index, "_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
-    body = search_envelope(took, hits)
+    body = search_envelope(took, _hit_dicts(index, result.hits))
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
+    body["fusion"] = result.fusion
+    if result.fusion_note:
+        body["fusion_note"] = result.fusion_note
+    if result.reranked_by:
+        body["reranked_by"] = result.reranked_by
+    if result.legs:
+        body["legs"] = {name: _hit_dicts(index, hits) for name, hits in result.legs.items()}
     return body
+
+
+def _hit_dicts(index: str, hits: Sequence[Hit]) -> list[dict[str, Any]]:
+    return [{"_index": index, "_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in hits]
 
 
 @router.get("/", response_model=None, responses={200: {"model": RootResponse}})
@@ -140,7 +151,16 @@ async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) ->
     if len(body.query) > state.settings.api_max_question_chars:
         raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
     runtime = await state.for_index(index)
-    query = RetrievalQuery(body.query, k=body.k, mode=body.mode, filters=[filter_clause(f) for f in body.filters])
+    query = RetrievalQuery(
+        body.query,
+        k=body.k,
+        mode=body.mode,
+        filters=parse_filters(body.filters, "body.filters"),
+        fusion=body.fusion,
+        weights=body.weights,
+        legs=body.legs,
+        rerank=body.rerank,
+    )
     result = (await runtime.retriever.search_many([query]))[0]
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)

@@ -73,7 +73,7 @@ class ApiState:
             return runtime
         found = self._per_index.get(index)
         if found is None:
-            retriever = EsRetriever(runtime.store, runtime.embedder, index=index)
+            retriever = EsRetriever(runtime.store, runtime.embedder, index=index, reranker=runtime.retriever.reranker)
             found = dataclasses.replace(runtime, retriever=retriever, _strategies={})
             self._per_index[index] = found
         return found

@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
+from hopsearch.service.filters import scoped
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
-from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever
+from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class AskOptions:
     retrieval_mode: RetrievalMode = "bm25"
     max_tokens: int = 100
     budget: Budget = field(default_factory=Budget)
+    #: Validated filter clauses (:func:`hopsearch.service.filters.parse_filters`) every retrieval applies.
+    filters: tuple[Mapping[str, Any], ...] = ()
     #: Worked examples put before the question (for models not trained on the strategy's format).
     demonstrations: str = ""
 
@@ -138,12 +141,22 @@ class RunContext:
                 depth=depth,
                 queries=(query,),
                 hit_ids=tuple(hit.id for hit in hits),
-                output=f"{results[0].mode} ({results[0].dense_method})" if results else "",
+                output=describe(results[0]) if results else "",
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 retrievals=1,
             )
         )
         return hits
+
+
+def describe(result: SearchResult) -> str:
+    """How a retrieval ran, for its trace step: mode, dense method, fusion, reranker."""
+    parts: list[str] = [result.dense_method]
+    if result.fusion != "none":
+        parts.append(f"fusion {result.fusion}" + (f" ({result.fusion_note})" if result.fusion_note else ""))
+    if result.reranked_by:
+        parts.append(f"reranked by {result.reranked_by}")
+    return f"{result.mode} ({', '.join(parts)})"
 
 
 def citations_of(hits: Sequence[Hit]) -> tuple[Citation, ...]:
@@ -177,7 +190,8 @@ async def run_recorded(
     citations: Sequence[Citation] = ()
     try:
         async with asyncio.timeout(seconds + _GRACE_S):
-            text, citations = await body(context)
+            with scoped(options.filters):
+                text, citations = await body(context)
     except TimeoutError as exc:
         error = LLMTimeout(f"no answer within the deadline of {seconds:g} s")
         error.__cause__ = exc

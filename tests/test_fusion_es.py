@@ -1,0 +1,215 @@
+"""Hybrid fusion, filters and the reranker against real Elasticsearch 7.17 and 8.19.
+
+Every fusion path returns the same top hit on a constructed case (where the server cannot run one, it
+falls back to client-side RRF and says why); the ``rrf`` retriever is refused cleanly on a Basic
+licence; under a trial licence (own 8.19 node) it is attempted, and where the server lacks the
+``rank-rrf`` module (the integ-test zip) the refusal falls back just as cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hopsearch.cli import esnode
+from hopsearch.service.embedders.minilm import MiniLMEmbedder
+from hopsearch.service.errors import ConfigError, HopsearchError
+from hopsearch.service.filters import parse_filters, scoped
+from hopsearch.service.rerank import HttpReranker
+from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.store import Store
+from hopsearch.service.strategies.base import describe
+from hopsearch.service.types import Fusion, RetrievalQuery
+from tests.conftest import ES_VERSIONS, make_settings, unavailable
+from tests.scripted_reranker import ScriptedReranker
+from tests.test_store import load
+
+QUERY = "Mark Robson Canadian film director born in Montreal Quebec"
+FUSIONS: tuple[Fusion, ...] = ("rrf", "bool", "es_rrf")
+
+DOCS = [
+    (
+        "d1",
+        "Handbook",
+        "Expense reports are due monthly.",
+        {
+            "source": "wiki",
+            "chunk": 0,
+            "indexed_at": "2024-01-10T00:00:00Z",
+            "metadata": {"team": "finance", "lang": "en"},
+        },
+    ),
+    (
+        "d2",
+        "Handbook",
+        "Expense reports need a receipt.",
+        {
+            "source": "wiki",
+            "chunk": 1,
+            "indexed_at": "2024-03-10T00:00:00Z",
+            "metadata": {"team": "finance", "author": "ann", "lang": "en"},
+        },
+    ),
+    (
+        "d3",
+        "Handbuch",
+        "Expense reports auf Deutsch.",
+        {
+            "source": "drive",
+            "chunk": 0,
+            "indexed_at": "2024-05-10T00:00:00Z",
+            "metadata": {"team": "legal", "lang": "de"},
+        },
+    ),
+]
+
+
+async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: MiniLMEmbedder) -> None:
+    await load(store, minilm)
+    retriever = EsRetriever(store, minilm)
+    results = await retriever.search_many([RetrievalQuery(QUERY, k=3, mode="hybrid", fusion=f) for f in FUSIONS])
+    assert [r.hits[0].id for r in results] == ["p1", "p1", "p1"]
+    ran = [r.fusion for r in results]
+    if store.info.vector_mode == "knn":
+        assert ran == ["rrf", "bool", "rrf"]  # the shared/CI 8.19 node runs on a Basic licence
+        assert "licence" in results[2].fusion_note and "basic" in results[2].fusion_note
+    else:  # 7.17 integ-test zip: no vectors on the server, dense scores computed here
+        assert ran == ["rrf", "rrf", "rrf"]
+        assert "needs vectors" in results[1].fusion_note and "8.14" in results[2].fusion_note
+    assert results[0].fusion_note == "" and all(r.dense_method != "none" for r in results)
+    assert all(len(r.hits) == 3 and "embedding" not in r.hits[0].source for r in results)
+    assert "fusion" in describe(results[2])
+
+
+async def test_legs_and_weights(store: Store, minilm: MiniLMEmbedder) -> None:
+    await load(store, minilm)
+    retriever = EsRetriever(store, minilm)
+    both, bm25_only, dense_only, bm25, dense, fused = await retriever.search_many(
+        [
+            RetrievalQuery("film director", k=4, mode="hybrid", legs=True),
+            RetrievalQuery("film director", k=4, mode="hybrid", weights=(1.0, 0.0)),
+            RetrievalQuery("film director", k=4, mode="hybrid", weights=(0.0, 1.0)),
+            RetrievalQuery("film director", k=4, mode="bm25"),
+            RetrievalQuery("film director", k=4, mode="dense"),
+            RetrievalQuery("film director", k=4, mode="hybrid", fusion="bool", legs=True),
+        ]
+    )
+    assert set(both.legs) == {"bm25", "dense"}
+    assert [h.id for h in both.legs["bm25"]] == [h.id for h in bm25.hits]
+    assert [h.id for h in both.legs["dense"]] == [h.id for h in dense.hits]
+    assert [h.id for h in bm25_only.hits][:3] == [h.id for h in bm25.hits][:3]
+    assert [h.id for h in dense_only.hits][:3] == [h.id for h in dense.hits][:3]
+    assert set(fused.legs) == {"bm25", "dense"} and fused.hits
+
+
+async def test_filters_narrow_every_mode(store: Store, minilm: MiniLMEmbedder) -> None:
+    index = await store.ensure_indices(minilm)
+    vectors = await minilm.embed([f"{t}\n{x}" for _, t, x, _ in DOCS])
+    actions = [
+        {"_index": index, "_id": i, "_source": {"title": t, "text": x, "doc_id": i, "embedding": v, **extra}}
+        for (i, t, x, extra), v in zip(DOCS, vectors, strict=True)
+    ]
+    assert (await store.bulk(actions, refresh=True))[0] == 3
+    retriever = EsRetriever(store, minilm)
+    cases: list[tuple[list[dict[str, Any]], set[str]]] = [
+        ([{"term": {"source": "wiki"}}], {"d1", "d2"}),
+        ([{"terms": {"metadata.lang": ["de"]}}], {"d3"}),
+        ([{"range": {"indexed_at": {"gte": "2024-02-01", "lt": "2024-04-01"}}}], {"d2"}),
+        ([{"exists": {"field": "metadata.author"}}], {"d2"}),
+        ([{"or": [{"term": {"metadata.team": "legal"}}, {"range": {"chunk": {"gte": 1}}}]}], {"d2", "d3"}),
+        ([{"not": {"term": {"source": "wiki"}}}], {"d3"}),
+        ([{"and": [{"term": {"source": "wiki"}}, {"not": [{"exists": {"field": "metadata.author"}}]}]}], {"d1"}),
+    ]
+    for raw, expected in cases:
+        clauses = parse_filters(raw)
+        for mode in ("bm25", "dense", "hybrid"):
+            [result] = await retriever.search_many([RetrievalQuery("expense reports", k=5, mode=mode, filters=clauses)])  # type: ignore[arg-type]
+            assert {h.id for h in result.hits} == expected, (raw, mode)
+    with scoped(parse_filters([{"term": {"metadata.lang": "de"}}])):  # what an _ask request's filters do
+        [inside] = await retriever.search_many([RetrievalQuery("expense reports", k=5)])
+    assert [h.id for h in inside.hits] == ["d3"]
+
+
+async def test_reranker_reorders_the_top_hits(store: Store, minilm: MiniLMEmbedder) -> None:
+    await load(store, minilm)
+    with ScriptedReranker(favour="volcano") as server:
+        reranker = HttpReranker(server.base_url, "scripted-ce", top_n=6)
+        retriever = EsRetriever(store, minilm, reranker=reranker)
+        try:
+            plain, reranked, hybrid = await retriever.search_many(
+                [
+                    RetrievalQuery("film director crust", k=2),
+                    RetrievalQuery("film director crust", k=2, rerank=True),
+                    RetrievalQuery("film director crust", k=2, mode="hybrid", rerank=True),
+                ]
+            )
+        finally:
+            await reranker.aclose()
+    assert plain.hits[0].id != "p6" and plain.reranked_by == ""
+    assert reranked.hits[0].id == "p6" and reranked.reranked_by == "scripted-ce" and len(reranked.hits) == 2
+    assert hybrid.hits[0].id == "p6" and hybrid.hits[0].score >= 1.0
+    assert "reranked by scripted-ce" in describe(reranked)
+    request = server.requests[0]
+    assert request["path"] == "/v1/rerank" and request["model"] == "scripted-ce" and request["top_n"] >= 2
+    assert any("Volcano" in d for d in request["documents"])
+    with pytest.raises(ConfigError, match="reranker"):
+        await EsRetriever(store).search_many([RetrievalQuery("x", rerank=True)])
+
+
+async def test_a_failing_reranker_is_a_clear_error(store: Store) -> None:
+    await load(store, None)
+    reranker = HttpReranker("http://127.0.0.1:9/v1", "gone", top_n=3)
+    try:
+        with pytest.raises(HopsearchError, match="reranker at"):
+            await EsRetriever(store, reranker=reranker).search_many([RetrievalQuery("Mark Robson", rerank=True)])
+    finally:
+        await reranker.aclose()
+
+
+@pytest.fixture(scope="module")
+def trial_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An own 8.19 node on a trial licence (never the shared node: others use it on Basic)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
+    spec = esnode.NodeSpec(
+        version=ES_VERSIONS["8.19"], port=esnode.free_port(), node_dir=tmp_path_factory.mktemp("trial"), cache_dir=cache
+    )
+    try:
+        esnode.start(spec, timeout=240)
+    except (HopsearchError, OSError) as exc:
+        unavailable(f"Elasticsearch 8.19 for the trial licence could not start: {exc}")
+    try:
+        answer = httpx.post(f"{spec.url}/_license/start_trial", params={"acknowledge": "true"}, timeout=60)
+        assert answer.status_code == 200 and answer.json().get("trial_was_started"), answer.text
+        yield spec.url
+    finally:
+        esnode.stop(spec)
+
+
+@pytest.fixture
+async def trial_store(trial_node: str) -> AsyncIterator[Store]:
+    st = await Store.connect(make_settings(trial_node))
+    try:
+        yield st
+    finally:
+        await st.client.indices.delete(index=f"{st.settings.index_prefix}-*", allow_no_indices=True)
+        await st.close()
+
+
+async def test_rrf_retriever_under_a_trial_licence(trial_store: Store, minilm: MiniLMEmbedder) -> None:
+    await load(trial_store, minilm)
+    assert (await trial_store.licence())["license"]["type"] == "trial"
+    retriever = EsRetriever(trial_store, minilm)
+    rrf, es_rrf = await retriever.search_many(
+        [RetrievalQuery(QUERY, k=3, mode="hybrid"), RetrievalQuery(QUERY, k=3, mode="hybrid", fusion="es_rrf")]
+    )
+    assert rrf.hits[0].id == es_rrf.hits[0].id == "p1"
+    if "rank-rrf" in trial_store.info.modules:  # a full distribution (HOPSEARCH_TEST_ES8_URL / ES_HOME)
+        assert es_rrf.fusion == "es_rrf" and es_rrf.fusion_note == ""
+    else:  # the integ-test zip has no rank-rrf module: attempted (licence allows), refused, fallen back
+        assert es_rrf.fusion == "rrf" and "refused the rrf retriever" in es_rrf.fusion_note
+        assert "unknown retriever" in es_rrf.fusion_note
