@@ -21,10 +21,13 @@ def error_of(response: Any) -> tuple[int, str, str]:
 
 async def test_root_reports_service_elasticsearch_and_capabilities(es_node: EsNode) -> None:
     async with serving(es_node.url, load=False) as api:
-        body = (await api.client.get("/")).json()
-    assert body["service"] == "hopsearch" and body["version"]["number"]
-    assert body["elasticsearch"]["version"].startswith(es_node.label)
-    caps = body["capabilities"]
+        response = await api.client.get("/")
+    body = response.json()
+    assert response.headers["x-elastic-product"] == "Elasticsearch"  # the official clients check it
+    assert body["version"]["number"].startswith(es_node.label) and body["tagline"] == "You Know, for Search"
+    assert body["hopsearch"]["version"]["number"]
+    assert body["hopsearch"]["elasticsearch"]["version"].startswith(es_node.label)
+    caps = body["hopsearch"]["capabilities"]
     assert caps["vector_mode"] == ("knn" if es_node.label == "8.19" else "rerank")
     assert "deeprag" in caps["strategies"] and caps["retrieval_modes"] == ["bm25"]
 
