@@ -26,7 +26,7 @@ def test_readme_gives_the_two_setup_commands() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_wheel_has_only_the_hopsearch_namespace_and_the_mappings(tmp_path: Path) -> None:
+def test_wheel_has_every_source_and_data_file_and_only_the_hopsearch_namespace(tmp_path: Path) -> None:
     subprocess.run(
         [
             sys.executable,
@@ -50,7 +50,15 @@ def test_wheel_has_only_the_hopsearch_namespace_and_the_mappings(tmp_path: Path)
     for needed in ("passages", "outlines", "traces"):
         assert f"hopsearch/es_mappings/{needed}.json" in names
     assert "hopsearch/loaders/data/sample_2wiki.jsonl" in names
-    assert {"hopsearch/service/__init__.py", "hopsearch/loaders/__init__.py", "hopsearch/cli/__init__.py"} <= set(names)
+    shipped = [
+        path.relative_to(ROOT).as_posix()
+        for folder in ("service", "loaders", "cli", "es_mappings")
+        for path in sorted((ROOT / folder).rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+    assert len(shipped) > 80
+    missing = [path for path in shipped if f"hopsearch/{path}" not in names]
+    assert not missing, f"source files missing from the wheel: {missing}"
 
 
 def test_console_script_runs() -> None:

@@ -77,13 +77,15 @@ class Strategy(Protocol):
 
 
 class RecordedStrategy:
-    """Shared ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded` (budgets, deadline,
-    trace always written). Subclasses set ``name``, ``llm``, ``retriever`` and ``sink``."""
+    """Shared constructor and ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded`
+    (budgets, deadline, trace always written). Subclasses set ``name`` and write ``_run``."""
 
     name: str
-    llm: LLMClient
-    retriever: Retriever
-    sink: TraceSink | None
+
+    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
 
     async def answer(self, question: str, options: AskOptions) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:

@@ -29,15 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hopsearch.service.llm import Completion, LLMClient, complete_until, continue_until
+from hopsearch.service.llm import Completion, complete_until, continue_until
 from hopsearch.service.strategies.base import (
     AskOptions,
     RecordedStrategy,
     RunContext,
     citations_of,
 )
-from hopsearch.service.traces import Citation, Decision, Step, TraceSink
-from hopsearch.service.types import Hit, Retriever
+from hopsearch.service.strategies.steps import context_line
+from hopsearch.service.traces import Citation, Decision, Step
+from hopsearch.service.types import Hit
 
 RETRIEVE = "\nLet's search"
 INTERMEDIATE = "\nIntermediate answer:"
@@ -78,15 +79,6 @@ def sub_query(generated: str, question: str) -> str:
     return question
 
 
-def context_line(hits: Sequence[Hit]) -> str:
-    """``Context: [1] Title: … Text: … [2] …`` on one line."""
-    parts = [
-        f"[{number}] Title: {' '.join(hit.title.split())} Text: {' '.join(hit.text.split())}"
-        for number, hit in enumerate(hits, start=1)
-    ]
-    return "Context: " + " ".join(parts)
-
-
 def decide(completion: Completion, options: AskOptions, may_retrieve: bool) -> tuple[Decision, str]:
     """The decision of a generation step and how it was made."""
     how = completion.stop_method
@@ -107,11 +99,6 @@ class DeepRAG(RecordedStrategy):
     """The DeepRAG strategy over any :class:`Retriever` and an OpenAI-compatible server."""
 
     name = "deeprag"
-
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
 
     async def _generate(
         self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool

@@ -35,14 +35,13 @@ from hopsearch.service.strategies.dualrag_prompts import (
     IDENTIFIER_SCHEMA,
     MAX_KEYWORDS,
     REASONER_SCHEMA,
-    answer_line,
     answer_prompt,
     identifier_prompt,
     read_entities,
     read_reasoning,
     reasoner_prompt,
 )
-from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
+from hopsearch.service.strategies.steps import ask_json, final_answer, json_step, read_reply
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import Embedder, Retriever
 
@@ -69,9 +68,7 @@ class DualRAG(RecordedStrategy):
         persist: bool | None = None,
     ) -> None:
         settings = llm.settings
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
+        super().__init__(llm, retriever, sink)
         self.embedder = embedder
         self.outlines = OutlineLink(
             outlines,
@@ -197,20 +194,7 @@ class DualRAG(RecordedStrategy):
         self, context: RunContext, run: RunOutline, stop: str, iterations: int
     ) -> tuple[str, Sequence[Citation]]:
         prompt = answer_prompt(run.question, run.render(), run.thoughts)
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-        context.recorder.add(
-            text_step(
-                "answer",
-                done,
-                prompt,
-                depth=iterations,
-                decision="final",
-                decided_by=stop,
-                details={
-                    "stop": stop,
-                    "iterations": iterations,
-                    "entities": [s.entity.name for s in run.sections.values()],
-                },
-            )
-        )
-        return answer_line(done.text), tuple(run.citations.values())
+        entities = [s.entity.name for s in run.sections.values()]
+        details = {"stop": stop, "iterations": iterations, "entities": entities}
+        answer = await final_answer(context, prompt, depth=iterations, decided_by=stop, details=details)
+        return answer, tuple(run.citations.values())

@@ -23,15 +23,17 @@ from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import (
+    ask_json,
+    ask_text,
+    context_line,
+    distinct_texts,
+    final_answer,
+    json_step,
+    single_prompt,
+    text_step,
 )
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_answer, ask_json, ask_text, json_step, text_step
-from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import RetrievalQuery, Retriever
 
@@ -72,14 +74,7 @@ def hyde_prompt(sub_query: str) -> str:
 
 def read_sub_queries(value: Mapping[str, Any], question: str) -> list[str]:
     """1–3 distinct sub-queries; the question itself when the model gave none."""
-    raw = value.get("sub_queries")
-    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
-    found: list[str] = []
-    for item in items:
-        text = text_of(item)
-        if text and text.casefold() not in {f.casefold() for f in found}:
-            found.append(text)
-    return found[:MAX_SUB_QUERIES] or [question]
+    return distinct_texts(value.get("sub_queries"))[:MAX_SUB_QUERIES] or [question]
 
 
 class HyDE(RecordedStrategy):
@@ -97,9 +92,7 @@ class HyDE(RecordedStrategy):
         hypothetical: bool | None = None,
         dense: bool = True,
     ) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
+        super().__init__(llm, retriever, sink)
         self.decompose = llm.settings.hyde_decompose if decompose is None else decompose
         self.hypothetical = llm.settings.hyde_hypothetical if hypothetical is None else hypothetical
         self.dense = dense
@@ -166,6 +159,4 @@ class HyDE(RecordedStrategy):
             )
         )
         prompt = single_prompt(question, context_line(fused))
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-        context.recorder.add(text_step("answer", done, prompt, depth=1, decision="final", decided_by="hyde"))
-        return answer_line(done.text), citations_of(fused)
+        return await final_answer(context, prompt, depth=1, decided_by="hyde"), citations_of(fused)

@@ -20,18 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.llm import LLMClient
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import (
+    ask_json,
+    context_line,
+    final_answer,
+    json_step,
+    read_reply,
+    single_prompt,
+    text_of,
 )
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
-from hopsearch.service.strategies.single import single_prompt
-from hopsearch.service.traces import Citation, TraceSink
-from hopsearch.service.types import Hit, Retriever
+from hopsearch.service.traces import Citation
+from hopsearch.service.types import Hit
 
 MAX_ITERATIONS = 5
 THRESHOLD = 0.85
@@ -111,11 +111,6 @@ class Iterative(RecordedStrategy):
 
     name = "iterative"
 
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
         limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
@@ -159,16 +154,6 @@ class Iterative(RecordedStrategy):
             previous = assessment.confidence
         hits = list(found.values())[-MAX_PASSAGES:]
         prompt = single_prompt(question, context_line(hits))
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-        context.recorder.add(
-            text_step(
-                "answer",
-                done,
-                prompt,
-                depth=iteration,
-                decision="final",
-                decided_by=stop,
-                details={"stop": stop, "iterations": iteration, "queries": asked},
-            )
-        )
-        return answer_line(done.text), citations_of(hits)
+        details = {"stop": stop, "iterations": iteration, "queries": asked}
+        answer = await final_answer(context, prompt, depth=iteration, decided_by=stop, details=details)
+        return answer, citations_of(hits)

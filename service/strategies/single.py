@@ -9,32 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hopsearch.service.llm import LLMClient, complete_until
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
-)
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.traces import Citation, Step, TraceSink
-from hopsearch.service.types import Retriever
-
-INSTRUCTION = "Answer the question using the context. Reply with a short answer only."
-
-
-def single_prompt(question: str, context: str) -> str:
-    return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
+from hopsearch.service.llm import complete_until
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import context_line, single_prompt
+from hopsearch.service.traces import Citation, Step
 
 
 class SingleRetrieval(RecordedStrategy):
     """Retrieve top k for the question, answer once."""
 
     name = "single"
-
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         hits = await context.retrieve(question, depth=1)
