@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     api_max_concurrent_asks: int = Field(
         8, ge=1, description="`_ask` requests served at once; more are refused with 429."
     )
+    api_max_queries: int = Field(1024, ge=1, description="Queries one Search-R1 `POST /retrieve` batch may hold.")
+    retrieve_mode: Literal["bm25", "dense", "hybrid"] = Field(
+        "bm25", description="Retrieval mode of the Search-R1 `POST /retrieve` route (a request may override it)."
+    )
+    retrieve_topk: int = Field(3, ge=1, description="`topk` of a Search-R1 `POST /retrieve` request that names none.")
 
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
