@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from hopsearch.cli.render import answer_text
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
@@ -36,7 +37,8 @@ def render_step(step: Mapping[str, Any]) -> str:
         body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
     else:
         decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
-        body = f"{decision:<34} {_short(step['output'] or step.get('error') or '', 50)!r}"
+        output = step["output"] or step.get("error")
+        body = f"{decision:<34} {_short(output, 50)!r}" if output else f"{decision:<34} (empty output)"
     cost = f"{step['latency_ms']:.0f} ms"
     if step["llm_calls"]:
         cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
@@ -81,7 +83,7 @@ def ask(
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         click.echo(f"Question: {question}")
-        click.echo(f"Answer:   {answer.text if answer.text is not None else '(none)'}")
+        click.echo(f"Answer:   {answer_text(answer.text)}")
         if answer.citations:
             click.echo("Citations:")
             for number, citation in enumerate(answer.citations, start=1):

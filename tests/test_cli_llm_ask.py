@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from hopsearch.cli.ask import ask
 from hopsearch.cli.llm import llm
+from hopsearch.cli.render import EMPTY_ANSWER
 from hopsearch.service.store import Store
 from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
 from tests.test_deeprag_es import loaded
@@ -76,3 +77,14 @@ def test_llm_up_vllm_without_the_package_is_a_clear_error(tmp_path: Path) -> Non
         llm, ["up", "--engine", "vllm", "--model", "x"], env={"HOPSEARCH_STATE_DIR": str(tmp_path)}
     )
     assert result.exit_code == 1 and "needs the `vllm` package" in result.output
+
+
+async def test_an_empty_answer_is_said_to_be_empty(store: Store, tmp_path: Path) -> None:
+    await loaded(store)
+    with server_for("vllm", lambda request: "") as server:  # the model writes nothing at all
+        env = env_for(store, server.base_url, tmp_path)
+        args = ["Who directed Lethal Weapon?", "--index", store.settings.index_prefix, "--strategy", "single"]
+        result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert f"Answer:   {EMPTY_ANSWER}" in result.output and "(empty output)" in result.output
+    assert "Answer:   \n" not in result.output
