@@ -2,7 +2,8 @@
 
 vLLM names it in the non-standard ``stop_reason`` field of a choice. llama.cpp's OpenAI endpoint and
 OpenAI do not, and ``finish_reason == "stop"`` alone cannot tell several stop strings apart (nor a
-stop string from end-of-sequence). Two fallbacks, chosen by ``settings.llm_stop_fallback``:
+stop string from end-of-sequence). Two fallbacks, chosen by the caller's ``fallback`` (the
+``llm_stop_fallback`` setting, passed in by the strategy registry):
 
 ``followup``  ask with the stop strings, then continue the prompt plus the text with a few tokens and
               no stop strings; the marker the model writes next is the one that stopped it
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from hopsearch.service.llm.client import LLMClient, Message
-from hopsearch.service.llm.types import Completion
+from hopsearch.service.llm.types import Completion, StopFallback
 
 #: Tokens a follow-up may generate: enough for the longest DeepRAG marker.
 FOLLOWUP_TOKENS = 12
@@ -62,12 +63,14 @@ def cut_at_first(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
     return text[: best[0]], best[2]
 
 
-async def generate_until(client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int) -> Completion:
+async def generate_until(
+    client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int, fallback: StopFallback = "followup"
+) -> Completion:
     """Generate until one of ``stops`` and say which one ended it (``stop``, ``stop_method``)."""
     if not stops:
         return await call("", (), max_tokens)
     engine = await client.engine()
-    if engine != "vllm" and client.settings.llm_stop_fallback == "cut":
+    if engine != "vllm" and fallback == "cut":
         raw = await call("", (), max_tokens)
         text, found = cut_at_first(raw.text, stops)
         finish = "stop" if found is not None else raw.finish_reason
@@ -96,13 +99,14 @@ async def complete_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "followup",
 ) -> Completion:
     """Plain completion of ``prompt`` until a stop string (any server)."""
 
     async def call(suffix: str, stop: Sequence[str], tokens: int) -> Completion:
         return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline)
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
 
 
 async def continue_until(
@@ -112,6 +116,7 @@ async def continue_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "followup",
 ) -> Completion:
     """Continue the final (assistant) message inside the chat template (vLLM
     ``continue_final_message``) until a stop string."""
@@ -123,4 +128,4 @@ async def continue_until(
             [*head, turn], stop=stop, max_tokens=tokens, continue_final_message=True, deadline=deadline
         )
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)

@@ -19,6 +19,10 @@ Engine = Literal["vllm", "llamacpp", "openai"]
 #: ``finish_reason``      no stop string ended it (``length``, end-of-sequence, or no stops asked).
 StopMethod = Literal["stop_reason", "fallback-followup", "fallback-cut", "fallback-single", "finish_reason"]
 
+#: Where the server does not report ``stop_reason``: read the marker with a short follow-up
+#: completion, or generate without the stop strings and cut client-side (``settings.llm_stop_fallback``).
+StopFallback = Literal["followup", "cut"]
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
