@@ -201,7 +201,8 @@ async def test_outlines_by_entity_alias_and_search(es_node: EsNode) -> None:
 
 async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> None:
     async with serving(es8_node.url, load=False) as api:
-        no_route = await api.client.get("/no/such/route")
+        no_route = await api.client.post("/no/such/route", json={})
+        cluster_route = await api.client.get("/no/such/route")
         wrong_method = await api.client.delete(f"/{api.alias}/_retrieve")
         bad_k = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "x", "k": "many"})
         no_query = await api.client.post(f"/{api.alias}/_retrieve", json={"k": 3})
@@ -211,8 +212,11 @@ async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> No
         )
         bad_strategy = await api.client.post(f"/{api.alias}/_ask", json={"question": "q", "strategy": "magic"})
         bad_stream = await api.client.post(f"/{api.alias}/_ask", params={"stream": "maybe"}, json={"question": "q"})
-    assert error_of(no_route)[:2] == (404, "resource_not_found_exception")
-    assert "uri [/no/such/route] and method [GET]" in error_of(no_route)[2]
+    # Not a hopsearch route: a write outside the allow-list is refused; a read is the cluster's answer.
+    assert error_of(no_route)[:2] == (403, "security_exception")
+    assert "[POST /no/such/route]" in error_of(no_route)[2]
+    assert cluster_route.status_code >= 400 and cluster_route.headers["x-elastic-product"] == "Elasticsearch"
+    assert "/no/such/route" in cluster_route.text
     assert error_of(wrong_method)[:2] == (405, "method_not_allowed_exception")
     assert wrong_method.headers["allow"] == "POST"
     assert error_of(bad_k)[0] == 400 and error_of(bad_k)[2].startswith("[body.k]")
