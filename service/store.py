@@ -254,6 +254,10 @@ class Store:
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
 
+    async def cluster_health(self) -> dict[str, Any]:
+        """``GET _cluster/health`` (status, nodes, shards)."""
+        return body_of(await call(self.client.cluster.health(), "cluster health"))
+
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
         A failed search raises with its reason (partial answers are not silently dropped)."""
