@@ -16,9 +16,10 @@ from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
 #: Server flavours the strategy tests run over: vLLM-like (``stop_reason``) and llama.cpp-like
 #: (no ``stop_reason``) with each fallback.
-FLAVOURS = ["vllm", "llamacpp-followup", "llamacpp-cut"]
+FLAVOURS = ["vllm", "llamacpp-stream", "llamacpp-followup", "llamacpp-cut"]
 EXPECTED_METHOD = {
     "vllm": "stop_reason",
+    "llamacpp-stream": "fallback-stream",
     "llamacpp-followup": "fallback-followup",
     "llamacpp-cut": "fallback-cut",
 }
@@ -125,7 +126,7 @@ def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vl
         "llm_retries": 3,
         "llm_backoff_base": 0.01,
         "llm_backoff_max": 0.05,
-        "llm_stop_fallback": "cut" if flavour.endswith("cut") else "followup",
+        "llm_stop_fallback": flavour.rsplit("-", 1)[-1] if flavour.startswith("llamacpp-") else "stream",
         "state_dir": Path("/nonexistent-state"),
     }
     values.update(overrides)
