@@ -106,12 +106,7 @@ class Store:
     async def ensure_indices(self, embedder: Embedder | None = None) -> str:
         """Create the passages (version 1 + alias), outlines and traces indices where missing.
         Returns the concrete passages index behind the alias."""
-        for name, template in (
-            (self.settings.outlines_index, "outlines"),
-            (self.settings.traces_index, "traces"),
-        ):
-            if not await self.exists(name):
-                await self._create(name, load_template(template))
+        await self.ensure_side_indices()
         current = await self.passages_index()
         if current is None:
             current = await self.create_passages_version(embedder)
@@ -119,6 +114,24 @@ class Store:
         elif embedder is not None:
             await self.check_embedder(embedder.model_id, embedder.dims, index=current)
         return current
+
+    async def ensure_side_indices(self) -> None:
+        """Create the outlines and traces indices where missing (never the passages index)."""
+        for name, template in (
+            (self.settings.outlines_index, "outlines"),
+            (self.settings.traces_index, "traces"),
+        ):
+            if not await self.exists(name):
+                await self._create(name, load_template(template))
+
+    async def require_passages(self, name: str) -> None:
+        """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""
+        if not await self.exists(name):
+            raise IndexMissing(
+                f"no such passages index or alias [{name}]: load passages first (hopsearch index …), "
+                "or name an existing one with --index",
+                details={"index": name},
+            )
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> None:
         try:

@@ -45,11 +45,11 @@ async def test_completion_reports_usage_and_stop_reason() -> None:
     assert len(done.attempts) == 1 and done.attempts[0].status == 200 and done.retries == 0
 
 
-@pytest.mark.parametrize("fallback", ["followup", "cut"])
+@pytest.mark.parametrize("fallback", ["stream", "followup", "cut"])
 async def test_servers_without_stop_reason_still_tell_the_stops_apart(fallback: str) -> None:
     with ScriptedLLM(echo, report_stop_reason=False) as server:
         async with LLMClient(settings_for(server, llm_stop_fallback=fallback)) as llm:
-            done = await complete_until(llm, "a b c", STOPS, max_tokens=20)
+            done = await complete_until(llm, "a b c", STOPS, max_tokens=20, fallback=fallback)
             assert await llm.engine() == "llamacpp"
     assert done.text == " one two three" and done.stop == "\nIntermediate answer:"
     assert done.stop_method == f"fallback-{fallback}"

@@ -16,7 +16,7 @@ from hopsearch.service.strategies.iterative import Iterative
 from hopsearch.service.strategies.steps import normalise_query
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel, entities, reason
-from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.llm_fixtures import PASSAGES, ListRetriever, fallback_for, server_for, settings_for
 from tests.scripted_llm import ScriptRequest
 
 PROMPT = "Question: When was the director of Jaws born?"
@@ -53,7 +53,9 @@ def continuing(generated: str) -> Any:
 async def decided(flavour: str, generated: str, max_tokens: int) -> tuple[Any, ...]:
     with server_for(flavour, continuing(generated)) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            done: Completion = await complete_until(llm, PROMPT, STOPS, max_tokens=max_tokens)
+            done: Completion = await complete_until(
+                llm, PROMPT, STOPS, max_tokens=max_tokens, fallback=fallback_for(flavour)
+            )
     decision, _ = decide(done, AskOptions(), may_retrieve=True)
     return decision, done.text, done.stop, done.finish_reason, done.calls, len(server.requests)
 

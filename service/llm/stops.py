@@ -2,7 +2,8 @@
 
 vLLM names it in the non-standard ``stop_reason`` field of a choice. llama.cpp's OpenAI endpoint and
 OpenAI do not, and ``finish_reason == "stop"`` alone cannot tell several stop strings apart (nor a
-stop string from end-of-sequence). Three fallbacks, chosen by ``settings.llm_stop_fallback``:
+stop string from end-of-sequence). Three fallbacks, chosen by the caller's ``fallback`` (the
+``llm_stop_fallback`` setting, passed in by the strategy registry):
 
 ``stream``    (default) one streamed request without the stop strings, read until the first
               marker, cut there client-side and closed (:mod:`~hopsearch.service.llm.sse`): exact,
@@ -24,7 +25,7 @@ from dataclasses import replace
 
 from hopsearch.service.llm.client import LLMClient, Message
 from hopsearch.service.llm.sse import cut_at_first
-from hopsearch.service.llm.types import Completion
+from hopsearch.service.llm.types import Completion, StopFallback
 
 #: Tokens a follow-up may generate: enough for the longest DeepRAG marker.
 FOLLOWUP_TOKENS = 12
@@ -56,12 +57,13 @@ def identify_marker(continuation: str, stops: Sequence[str]) -> str | None:
     return partial[0] if len(partial) == 1 else None
 
 
-async def generate_until(client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int) -> Completion:
+async def generate_until(
+    client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int, fallback: StopFallback = "stream"
+) -> Completion:
     """Generate until one of ``stops`` and say which one ended it (``stop``, ``stop_method``)."""
     if not stops:
         return await call("", (), max_tokens, ())
     engine = await client.engine()
-    fallback = client.settings.llm_stop_fallback
     if engine != "vllm" and fallback == "stream" and len(stops) > 1:
         return await call("", (), max_tokens, stops)
     if engine != "vllm" and fallback == "cut":
@@ -93,13 +95,14 @@ async def complete_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "stream",
 ) -> Completion:
     """Plain completion of ``prompt`` until a stop string (any server)."""
 
     async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
         return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut)
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
 
 
 async def continue_until(
@@ -109,6 +112,7 @@ async def continue_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "stream",
 ) -> Completion:
     """Continue the final (assistant) message inside the chat template (vLLM
     ``continue_final_message``) until a stop string."""
@@ -125,4 +129,4 @@ async def continue_until(
             stream_cut=cut,
         )
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)

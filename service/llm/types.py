@@ -23,6 +23,11 @@ StopMethod = Literal[
     "stop_reason", "fallback-stream", "fallback-followup", "fallback-cut", "fallback-single", "finish_reason"
 ]
 
+#: Where the server does not report ``stop_reason``: stream and stop reading at the first marker (one
+#: request), read the marker with a short follow-up completion, or generate without the stop strings
+#: and cut client-side (``settings.llm_stop_fallback``; see :mod:`~hopsearch.service.llm.stops`).
+StopFallback = Literal["stream", "followup", "cut"]
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

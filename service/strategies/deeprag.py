@@ -111,11 +111,15 @@ class DeepRAG(RecordedStrategy):
         self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool
     ) -> Completion:
         context.check_llm_budget(1 if len(stops) <= 1 else 2)
-        tokens = context.options.max_tokens
+        tokens, deadline, fallback = context.options.max_tokens, context.deadline, self.stop_fallback
         if chat:
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
-            return await continue_until(self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline)
-        return await complete_until(self.llm, transcript, stops, max_tokens=tokens, deadline=context.deadline)
+            return await continue_until(
+                self.llm, messages, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+            )
+        return await complete_until(
+            self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+        )
 
     async def _answer_line(
         self,

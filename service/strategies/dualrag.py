@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import Fact, OutlineStore
+from hopsearch.service.settings import DEFAULT_DEADLINE_S, DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -66,19 +67,14 @@ class DualRAG(RecordedStrategy):
         *,
         outlines: OutlineStore | None = None,
         embedder: Embedder | None = None,
-        namespace: str | None = None,
-        max_age_s: float | None = None,
-        persist: bool | None = None,
+        namespace: str = DEFAULT_OUTLINE_NAMESPACE,
+        max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S,
+        persist: bool = True,
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        settings = llm.settings
-        super().__init__(llm, retriever, sink)
+        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
         self.embedder = embedder
-        self.outlines = OutlineLink(
-            outlines,
-            namespace or settings.outline_namespace,
-            settings.outline_max_age_s if max_age_s is None else max_age_s,
-            settings.outline_persist if persist is None else persist,
-        )
+        self.outlines = OutlineLink(outlines, namespace, max_age_s, persist)
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
