@@ -30,35 +30,10 @@ from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.esclient import body_of, call
 from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
 PRODUCT = (b"x-elastic-product", b"Elasticsearch")
-
-
-async def cluster_root(client: Any) -> dict[str, Any]:
-    """The cluster's ``GET /`` body; rebuilt from the node info where the node has no root handler
-    (the 8.x and 9.x integ-test zips lack the ``rest-root`` module)."""
-    try:
-        cluster = body_of(await call(client.info(), "info"))
-    except HopsearchError:
-        fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
-        nodes = body_of(await call(client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
-        node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
-        health = body_of(await call(client.cluster.health(), "cluster health"))
-        state = body_of(
-            await call(client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "cluster uuid")
-        )
-        version = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
-        cluster = {
-            "name": node.get("name", ""),
-            "cluster_name": health.get("cluster_name", ""),
-            "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
-            "version": {"number": node.get("version", ""), "build_flavor": "default", **version},
-        }
-    keys = ("name", "cluster_name", "cluster_uuid", "version")
-    return {**{key: cluster[key] for key in keys if key in cluster}, "tagline": "You Know, for Search"}
 
 
 @router.head("/", response_model=None)
@@ -66,7 +41,7 @@ async def ping(request: Request) -> Response:
     """The clients' ping: 200 when the service and its cluster answer."""
     state: ApiState = request.app.state.api
     runtime = await state.runtime()
-    await call(runtime.store.client.cluster.health(), "cluster health")
+    await runtime.store.cluster_health()
     return Response(status_code=200, media_type="application/json")
 
 
@@ -75,7 +50,7 @@ async def root(request: Request) -> OrjsonResponse:
     """Elasticsearch's root (name, cluster, version, tagline), with hopsearch's own under ``hopsearch``."""
     state: ApiState = request.app.state.api
     runtime = await state.runtime()
-    body = await cluster_root(runtime.store.client)
+    body = await runtime.store.cluster_root()
     es = runtime.store.info.as_dict()
     body["hopsearch"] = {
         "version": {"number": VERSION, "api": "es-dialect-1"},
