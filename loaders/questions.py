@@ -150,6 +150,7 @@ async def index_contexts(
     missing). Ids are deterministic, so re-running indexes nothing twice. Returns (indexed, already
     present)."""
     index = await store.ensure_indices(embedder)
+    await store.ensure_embedder_field(index)
     passages = context_passages(records)
     present: set[str] = set()
     for start in range(0, len(passages), 1000):
@@ -168,6 +169,7 @@ async def index_contexts(
             source.update({"doc_id": passage["_id"], "indexed_at": now})
             if vectors is not None:
                 source["embedding"] = vectors[pos]
+                source["embedder"] = embedder.model_id if embedder else None
             actions.append({"_index": index, "_id": passage["_id"], "_source": source})
         ok, errors = await store.bulk(actions)
         if errors:
