@@ -216,7 +216,7 @@ async def run_load(
         restarted = "the checkpoint was of a --no-embed load: started over to add vectors"
         log.warning("checkpoint %s: %s", ck_path, restarted)
         previous = None
-    if previous is not None and previous.done:
+    if previous is not None and (previous.done or (options.limit is not None and previous.read >= options.limit)):
         log.info("checkpoint %s says this load is complete", ck_path)
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
     if options.resume and previous is None:

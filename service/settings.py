@@ -87,10 +87,11 @@ class Settings(BaseSettings):
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )
-    llm_stop_fallback: Literal["followup", "cut"] = Field(
-        "followup",
-        description="Where the server does not report `stop_reason`: read the marker with a short "
-        "follow-up completion, or generate without the stop strings and cut client-side.",
+    llm_stop_fallback: Literal["stream", "followup", "cut"] = Field(
+        "stream",
+        description="Where the server does not report `stop_reason`: stream without the stop strings and "
+        "stop reading at the first marker (one request), read the marker with a short follow-up "
+        "completion, or generate without the stop strings to `max_tokens` and cut client-side.",
     )
 
     # --- HTTP service (`hopsearch serve`) ---------------------------------------------------------

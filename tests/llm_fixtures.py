@@ -17,9 +17,10 @@ from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
 #: Server flavours the strategy tests run over: vLLM-like (``stop_reason``) and llama.cpp-like
 #: (no ``stop_reason``) with each fallback.
-FLAVOURS = ["vllm", "llamacpp-followup", "llamacpp-cut"]
+FLAVOURS = ["vllm", "llamacpp-stream", "llamacpp-followup", "llamacpp-cut"]
 EXPECTED_METHOD = {
     "vllm": "stop_reason",
+    "llamacpp-stream": "fallback-stream",
     "llamacpp-followup": "fallback-followup",
     "llamacpp-cut": "fallback-cut",
 }
@@ -118,7 +119,7 @@ def server_for(flavour: str, script: Any, **faults: Any) -> ScriptedLLM:
 
 def fallback_for(flavour: str) -> StopFallback:
     """The stop-string fallback a flavour's strategies are built with (as the registry does from settings)."""
-    return "cut" if flavour.endswith("cut") else "followup"
+    return flavour.rsplit("-", 1)[-1] if flavour.startswith("llamacpp-") else "stream"  # type: ignore[return-value]
 
 
 def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vllm", **overrides: Any) -> Settings:

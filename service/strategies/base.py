@@ -50,6 +50,10 @@ class AskOptions:
     budget: Budget = field(default_factory=Budget)
     #: Worked examples put before the question (for models not trained on the strategy's format).
     demonstrations: str = ""
+    #: A query already asked in this question (normalised) is not retrieved again: the step's
+    #: decision is ``repeat`` and the strategy moves to its final answer. Off only to measure
+    #: the old behaviour (``benchmarks/bench_answer_speed.py``).
+    repeat_guard: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,7 +98,7 @@ class RecordedStrategy:
         sink: TraceSink | None = None,
         *,
         deadline_s: float = DEFAULT_DEADLINE_S,
-        stop_fallback: StopFallback = "followup",
+        stop_fallback: StopFallback = "stream",
     ) -> None:
         self.llm = llm
         self.retriever = retriever
