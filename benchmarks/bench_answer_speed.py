@@ -203,6 +203,8 @@ async def cleanup(es_url: str, prefix: str) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     records = read_questions(Path(args.questions), limit=args.limit)
+    start, _, end = args.answer.partition(":")
+    asked = records[int(start or 0) - 1 if start else 0 : int(end) if end else None]
     prefix = f"bench-speed-{os.getpid()}"
     folder = Path(tempfile.mkdtemp(prefix="bench-speed-"))
     ports = {"before": free_port(), "after": free_port()}
@@ -220,6 +222,7 @@ async def main(args: argparse.Namespace) -> int:
         sides[name] = Side(name, server, base_settings(args, prefix, ports[name], fallback), options)
     print(f"before: {' '.join(before_command[2:])}\n  fallback=followup, repeat_guard=off")
     print(f"after:  {' '.join(after_command[2:])}\n  fallback=stream, repeat_guard=on")
+    print("(both servers run with --verbose true here: their logs give the prompt tokens evaluated)")
     try:
         for side in sides.values():
             side.server.start()
@@ -230,7 +233,7 @@ async def main(args: argparse.Namespace) -> int:
         print(f"corpus: {indexed} context passages indexed ({present} present), prefix {prefix}\n")
         header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}  decisions"
         print(header)
-        for number, record in enumerate(records, start=1):
+        for number, record in enumerate(asked, start=int(start or 1)):
             order = ("before", "after") if number % 2 else ("after", "before")
             rows = {name: await answer(sides[name], record) for name in order}
             b, a = rows["before"], rows["after"]
@@ -290,7 +293,10 @@ def report(sides: dict[str, Side]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", default=str(SAMPLE))
-    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=20, help="The first N questions; their contexts are the corpus.")
+    parser.add_argument(
+        "--answer", default="", help="Answer only questions START:END of those (1-based, inclusive), e.g. 11:20."
+    )
     parser.add_argument("--es-url", default="http://127.0.0.1:9200")
     parser.add_argument("--model", default=None, help="A GGUF file (default: the Gemma 3 270M package's).")
     parser.add_argument("--out", default=None, help="Append every row as JSON lines here, question by question.")
