@@ -19,7 +19,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hopsearch.loaders.questions import index_contexts, read_questions
+from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -67,8 +68,12 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
         )
     async with await Runtime.open(settings, passages=job.index) as runtime:
         if job.corpus_from_context:
-            indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
-            console.print(f"corpus: indexed {indexed} context passages ({present} already present)")
+            report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
+            present = int(report.extra["already_indexed"])
+            console.print(
+                f"corpus: indexed {report.indexed - present} context passages ({present} already present; "
+                f"{report.rejected} rejected → {report.dead_letter})"
+            )
         await runtime.store.require_passages(runtime.retriever.index)
         await runtime.store.ensure_side_indices()
         dataset = records[0].dataset if records else ""

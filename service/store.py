@@ -13,7 +13,7 @@ import copy
 import json
 import logging
 import re
-from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from types import ModuleType
@@ -83,7 +83,7 @@ class Store:
         await self.close()
 
     @property
-    def helpers(self) -> ModuleType:
+    def _helpers(self) -> ModuleType:
         """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
         if self.info.major >= 8:
             from elasticsearch import helpers
@@ -267,6 +267,33 @@ class Store:
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
 
+    async def cluster_health(self) -> dict[str, Any]:
+        """``GET _cluster/health`` (status, nodes, shards)."""
+        return body_of(await call(self.client.cluster.health(), "cluster health"))
+
+    async def cluster_root(self) -> dict[str, Any]:
+        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
+        node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
+        try:
+            root = body_of(await call(self.client.info(), "info"))
+        except StoreError:
+            fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
+            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
+            node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
+            health = await self.cluster_health()
+            state = body_of(
+                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
+            )
+            build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
+            root = {
+                "name": node.get("name", ""),
+                "cluster_name": health.get("cluster_name", ""),
+                "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
+                "version": {"number": node.get("version", self.info.number), "build_flavor": "default", **build},
+            }
+        keys = ("name", "cluster_name", "cluster_uuid", "version")
+        return {**{key: root[key] for key in keys if key in root}, "tagline": "You Know, for Search"}
+
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
         A failed search raises with its reason (partial answers are not silently dropped)."""
@@ -294,6 +321,34 @@ class Store:
             request = self.client.bulk(body=body, index=index, filter_path=filter_path)
         return body_of(await call(request, "bulk"))
 
+    async def stream_bulk(
+        self,
+        actions: Iterable[Any] | AsyncIterable[Any],
+        *,
+        max_retries: int = 5,
+        initial_backoff: float = 1,
+        raise_on_exception: bool = False,
+        **options: Any,
+    ) -> AsyncIterator[tuple[bool, dict[str, Any]]]:
+        """``(ok, item)`` per action through the library's ``async_streaming_bulk`` (429s retried with
+        back-off; item errors yielded, not raised). An action may be a pair of ready NDJSON lines
+        ``(action, source)`` as bytes: the 7.x client is given them as text. ``options`` go to the
+        helper (``index``, ``filter_path``, ``chunk_size``…)."""
+        if self.info.major < 8 and isinstance(actions, Iterable):
+            actions = (_as_text(action) for action in actions)
+        stream = self._helpers.async_streaming_bulk(
+            self.client,
+            actions,
+            raise_on_error=False,
+            raise_on_exception=raise_on_exception,
+            max_retries=max_retries,
+            initial_backoff=initial_backoff,
+            **options,
+        )
+        with translated("bulk"):
+            async for success, item in stream:
+                yield success, item
+
     async def bulk(
         self,
         actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
@@ -303,20 +358,18 @@ class Store:
         """Index ``actions`` with the library's streaming helper; returns (ok count, per-item errors)."""
         ok = 0
         errors: list[dict[str, Any]] = []
-        stream = self.helpers.async_streaming_bulk(
-            self.client,
-            actions,
-            raise_on_error=False,
-            raise_on_exception=False,
-            max_retries=5,
-            initial_backoff=1,
-        )
-        with translated("bulk"):
-            async for success, item in stream:
-                if success:
-                    ok += 1
-                else:
-                    errors.append(dict(item))
+        async for success, item in self.stream_bulk(actions):
+            if success:
+                ok += 1
+            else:
+                errors.append(dict(item))
         if refresh:
             await self.refresh()
         return ok, errors
+
+
+def _as_text(action: Any) -> Any:
+    """A pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
+    if isinstance(action, tuple) and all(isinstance(line, bytes) for line in action):
+        return tuple(line.decode() for line in action)
+    return action
