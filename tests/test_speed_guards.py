@@ -5,6 +5,7 @@ request; a model that repeats its follow-up (DeepRAG), its next query (iterative
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -188,3 +189,26 @@ async def test_questions_take_turns_on_a_one_slot_server(flavour: str) -> None:
     else:
         assert server.max_in_flight == 1
         assert owners == sorted(owners) or owners == sorted(owners, reverse=True), owners
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-stream"])
+async def test_each_prompt_of_a_question_extends_the_previous_one(flavour: str) -> None:
+    """Prefix caching (vLLM) and the one slot of llama.cpp reuse a question's previous prompt only if
+    nothing before the transcript varies between calls: every prompt extends the one before."""
+    model = DeepRAGModel(
+        [
+            PlanStep("Who directed Jaws?", "search", "Steven Spielberg"),
+            PlanStep("When was Steven Spielberg born?", "intermediate", "1946"),
+        ],
+        "1946",
+    )
+    with server_for(flavour, model) as server:
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink(), stop_fallback=fallback_for(flavour))
+            answer = await strategy.answer("When was the director of Jaws born?", AskOptions(demonstrations="Q: x"))
+    answer.raise_for_error()
+    prompts = server.prompts
+    assert len(prompts) == 6  # three generate steps, two intermediate answers, the final answer
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(prompts))
+    if flavour == "vllm":  # the turn before the transcript is the same in every request
+        assert len({str(r["messages"][:-1]) for r in server.requests}) == 1
