@@ -18,7 +18,7 @@ from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError, RequestInvalid
 from hopsearch.service.filters import parse_filters
 from hopsearch.service.rerank import make_reranker
-from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval import EsRetriever, without_vectors_note
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
@@ -112,13 +112,17 @@ def search(
         raise _fail(exc) from exc
     if as_json:
         hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
-        how = {"mode": result.mode, "dense_method": result.dense_method, "fusion": result.fusion}
+        how: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "fusion": result.fusion}
         if result.fusion_note:
             how["fusion_note"] = result.fusion_note
         if result.reranked_by:
             how["reranked_by"] = result.reranked_by
+        if result.without_vectors:
+            how["without_vectors"] = result.without_vectors
         click.echo(json.dumps({**how, "hits": hits}, indent=2))
         return
+    if result.without_vectors:
+        click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
     table = Table(title=f"{describe(result)} — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")

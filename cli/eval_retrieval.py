@@ -13,7 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from hopsearch.loaders.questions import QARecord, index_contexts, read_questions
+from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
 from hopsearch.service.runtime import Runtime
@@ -79,8 +80,12 @@ async def _run(
     report: dict[str, Any] = {}
     async with await Runtime.open(settings) as runtime:
         if corpus:
-            indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
-            click.echo(f"corpus: indexed {indexed} context passages ({present} already present)", err=True)
+            loaded = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
+            present = int(loaded.extra["already_indexed"])
+            click.echo(
+                f"corpus: indexed {loaded.indexed - present} context passages ({present} already present)", err=True
+            )
+        await runtime.store.require_passages(runtime.retriever.index)
         for spec in modes:
             report[spec] = await evaluate_mode(runtime.retriever, items, spec, k)
         for rows_path in rows:

@@ -246,6 +246,10 @@ class EsRetriever:
                     add(plan, "bm25", bm25_body(query, size, source=plain))
                 body = knn_body if method == "knn" else script_score_body
                 add(plan, "dense", body(query, vectors[i], size))
+        gap_slot = -1
+        if vectors:  # one count more in the same round trip: how much of the index dense cannot see
+            gap_slot = len(searches)
+            searches.append((self.index, UNEMBEDDED_COUNT))
         keep = any(p.fusion == "es_rrf" for p in plans)
         try:
             responses = await self.store.msearch(searches, keep_errors=keep)
@@ -254,8 +258,9 @@ class EsRetriever:
                 raise
             self.rrf_refusal = str(exc)
             return await self._search(queries)
+        unembedded = _total(responses[gap_slot]) if gap_slot >= 0 else 0
         results = [
-            self._result(query, plan, responses, vectors.get(i), method)
+            self._result(query, plan, responses, vectors.get(i), method, unembedded)
             for i, (query, plan) in enumerate(zip(queries, plans, strict=True))
         ]
         retry = [i for i, r in enumerate(results) if r is None]
@@ -280,6 +285,7 @@ class EsRetriever:
         responses: list[dict[str, Any]],
         vector: list[float] | None,
         method: DenseMethod,
+        unembedded: int = 0,
     ) -> SearchResult | None:
         for slot, position in plan.slots.items():
             if "error" in responses[position]:
@@ -295,8 +301,8 @@ class EsRetriever:
         else:
             if method == "rerank":
                 assert vector is not None
-                dense = sorted(
-                    (with_score(h, cosine(vector, h.source.get("embedding") or [0.0])) for h in bm25),
+                dense = sorted(  # a candidate without a vector (--no-embed) has no dense score
+                    (with_score(h, cosine(vector, h.source["embedding"])) for h in bm25 if _vector(h)),
                     key=lambda h: -h.score,
                 )
                 bm25 = bm25[: plan.size]
@@ -319,6 +325,7 @@ class EsRetriever:
             fusion=plan.fusion,
             fusion_note=plan.note,
             legs=legs,
+            without_vectors=unembedded if vector is not None else 0,
         )
 
     async def _rerank(self, result: SearchResult) -> SearchResult:
@@ -337,6 +344,31 @@ def _reason(item: Mapping[str, Any]) -> str:
 
 def _stripped(hits: Sequence[Hit]) -> tuple[Hit, ...]:
     return tuple(_strip_vector(h) for h in hits)
+
+
+def without_vectors_note(count: int) -> str:
+    """What a dense or hybrid result says when part of the index has no vectors."""
+    return (
+        f"{count:,} documents of the index have no vector (loaded with --no-embed?): the dense side cannot "
+        "find them; load them again with the embedder"
+    )
+
+
+UNEMBEDDED_COUNT: dict[str, Any] = {
+    "size": 0,
+    "track_total_hits": True,
+    # ``embedder`` is written with every vector (``exists`` cannot see a ``_source``-only vector on 7.x)
+    "query": {"bool": {"must_not": [{"exists": {"field": "embedding"}}, {"exists": {"field": "embedder"}}]}},
+}
+
+
+def _total(response: dict[str, Any]) -> int:
+    total = response.get("hits", {}).get("total", 0)
+    return int(total.get("value", 0) if isinstance(total, dict) else total)
+
+
+def _vector(hit: Hit) -> bool:
+    return bool(hit.source.get("embedding"))
 
 
 def _strip_vector(hit: Hit) -> Hit:

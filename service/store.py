@@ -13,7 +13,7 @@ import copy
 import json
 import logging
 import re
-from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from types import ModuleType
@@ -84,7 +84,7 @@ class Store:
         await self.close()
 
     @property
-    def helpers(self) -> ModuleType:
+    def _helpers(self) -> ModuleType:
         """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
         if self.info.major >= 8:
             from elasticsearch import helpers
@@ -107,12 +107,7 @@ class Store:
     async def ensure_indices(self, embedder: Embedder | None = None) -> str:
         """Create the passages (version 1 + alias), outlines and traces indices where missing.
         Returns the concrete passages index behind the alias."""
-        for name, template in (
-            (self.settings.outlines_index, "outlines"),
-            (self.settings.traces_index, "traces"),
-        ):
-            if not await self.exists(name):
-                await self._create(name, load_template(template))
+        await self.ensure_side_indices()
         current = await self.passages_index()
         if current is None:
             current = await self.create_passages_version(embedder)
@@ -120,6 +115,32 @@ class Store:
         elif embedder is not None:
             await self.check_embedder(embedder.model_id, embedder.dims, index=current)
         return current
+
+    async def ensure_side_indices(self) -> None:
+        """Create the outlines and traces indices where missing (never the passages index)."""
+        for name, template in (
+            (self.settings.outlines_index, "outlines"),
+            (self.settings.traces_index, "traces"),
+        ):
+            if not await self.exists(name):
+                await self._create(name, load_template(template))
+
+    async def ensure_embedder_field(self, index: str) -> None:
+        """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
+        before it existed; a no-op where it is there. Written with every vector, it is what an
+        incremental load and a dense search ask to find documents without one (``exists`` cannot see a
+        ``_source``-only vector)."""
+        body = {"properties": {"embedder": {"type": "keyword"}}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
+
+    async def require_passages(self, name: str) -> None:
+        """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""
+        if not await self.exists(name):
+            raise IndexMissing(
+                f"no such passages index or alias [{name}]: load passages first (hopsearch index …), "
+                "or name an existing one with --index",
+                details={"index": name},
+            )
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> None:
         try:
@@ -255,6 +276,33 @@ class Store:
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
 
+    async def cluster_health(self) -> dict[str, Any]:
+        """``GET _cluster/health`` (status, nodes, shards)."""
+        return body_of(await call(self.client.cluster.health(), "cluster health"))
+
+    async def cluster_root(self) -> dict[str, Any]:
+        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
+        node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
+        try:
+            root = body_of(await call(self.client.info(), "info"))
+        except StoreError:
+            fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
+            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
+            node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
+            health = await self.cluster_health()
+            state = body_of(
+                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
+            )
+            build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
+            root = {
+                "name": node.get("name", ""),
+                "cluster_name": health.get("cluster_name", ""),
+                "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
+                "version": {"number": node.get("version", self.info.number), "build_flavor": "default", **build},
+            }
+        keys = ("name", "cluster_name", "cluster_uuid", "version")
+        return {**{key: root[key] for key in keys if key in root}, "tagline": "You Know, for Search"}
+
     async def licence(self) -> dict[str, Any]:
         """``GET /_license`` (read once; ``{}`` where the server has no licensing)."""
         if self._licence is None:
@@ -294,6 +342,34 @@ class Store:
             request = self.client.bulk(body=body, index=index, filter_path=filter_path)
         return body_of(await call(request, "bulk"))
 
+    async def stream_bulk(
+        self,
+        actions: Iterable[Any] | AsyncIterable[Any],
+        *,
+        max_retries: int = 5,
+        initial_backoff: float = 1,
+        raise_on_exception: bool = False,
+        **options: Any,
+    ) -> AsyncIterator[tuple[bool, dict[str, Any]]]:
+        """``(ok, item)`` per action through the library's ``async_streaming_bulk`` (429s retried with
+        back-off; item errors yielded, not raised). An action may be a pair of ready NDJSON lines
+        ``(action, source)`` as bytes: the 7.x client is given them as text. ``options`` go to the
+        helper (``index``, ``filter_path``, ``chunk_size``…)."""
+        if self.info.major < 8 and isinstance(actions, Iterable):
+            actions = (_as_text(action) for action in actions)
+        stream = self._helpers.async_streaming_bulk(
+            self.client,
+            actions,
+            raise_on_error=False,
+            raise_on_exception=raise_on_exception,
+            max_retries=max_retries,
+            initial_backoff=initial_backoff,
+            **options,
+        )
+        with translated("bulk"):
+            async for success, item in stream:
+                yield success, item
+
     async def bulk(
         self,
         actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
@@ -303,20 +379,18 @@ class Store:
         """Index ``actions`` with the library's streaming helper; returns (ok count, per-item errors)."""
         ok = 0
         errors: list[dict[str, Any]] = []
-        stream = self.helpers.async_streaming_bulk(
-            self.client,
-            actions,
-            raise_on_error=False,
-            raise_on_exception=False,
-            max_retries=5,
-            initial_backoff=1,
-        )
-        with translated("bulk"):
-            async for success, item in stream:
-                if success:
-                    ok += 1
-                else:
-                    errors.append(dict(item))
+        async for success, item in self.stream_bulk(actions):
+            if success:
+                ok += 1
+            else:
+                errors.append(dict(item))
         if refresh:
             await self.refresh()
         return ok, errors
+
+
+def _as_text(action: Any) -> Any:
+    """A pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
+    if isinstance(action, tuple) and all(isinstance(line, bytes) for line in action):
+        return tuple(line.decode() for line in action)
+    return action

@@ -61,6 +61,9 @@ class SearchResult:
     legs: Mapping[str, tuple[Hit, ...]] = field(default_factory=dict)
     #: The reranker model that reordered the hits, empty when none ran.
     reranked_by: str = ""
+    #: dense/hybrid only: documents of the index without a vector (loaded with ``--no-embed``), which
+    #: the dense side cannot find; 0 when every document has one (or the query was BM25).
+    without_vectors: int = 0
 
 
 class Retriever(Protocol):

@@ -3,11 +3,17 @@ in-process through ``httpx.ASGITransport``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from hopsearch.cli.main import main
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
+from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
 from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 
@@ -21,10 +27,13 @@ def error_of(response: Any) -> tuple[int, str, str]:
 
 async def test_root_reports_service_elasticsearch_and_capabilities(es_node: EsNode) -> None:
     async with serving(es_node.url, load=False) as api:
-        body = (await api.client.get("/")).json()
-    assert body["service"] == "hopsearch" and body["version"]["number"]
-    assert body["elasticsearch"]["version"].startswith(es_node.label)
-    caps = body["capabilities"]
+        response = await api.client.get("/")
+    body = response.json()
+    assert response.headers["x-elastic-product"] == "Elasticsearch"  # the official clients check it
+    assert body["version"]["number"].startswith(es_node.label) and body["tagline"] == "You Know, for Search"
+    assert body["hopsearch"]["version"]["number"]
+    assert body["hopsearch"]["elasticsearch"]["version"].startswith(es_node.label)
+    caps = body["hopsearch"]["capabilities"]
     assert caps["vector_mode"] == ("knn" if es_node.label == "8.19" else "rerank")
     assert "deeprag" in caps["strategies"] and caps["retrieval_modes"] == ["bm25"]
 
@@ -210,9 +219,40 @@ async def test_outlines_by_entity_alias_and_search(es_node: EsNode) -> None:
     assert none.json()["hits"]["total"]["value"] == 0
 
 
+async def test_cli_and_http_outline_searches_rank_alike(es_node: EsNode) -> None:
+    now = datetime.now(UTC)
+
+    def fact(summary: str, question: str = "q") -> Fact:
+        return Fact(summary, question, "sub", ("p-1",), "gemma", now, "trace-1")
+
+    outlines = [
+        EntityOutline("default", "Lethal Weapon", ("Lethal Weapon 1",), (fact("A 1987 action film."),)),
+        EntityOutline("default", "Richard Donner", ("Dick Donner",), (fact("He directed Lethal Weapon."),)),
+        EntityOutline("default", "Mel Gibson", (), (fact("Starred in Lethal Weapon and Lethal Weapon 2."),)),
+        EntityOutline("default", "Weapon X", (), (fact("A comic story."),)),
+        EntityOutline("default", "Danny Glover", (), (fact("An American actor.", "Who starred in Lethal Weapon?"),)),
+        EntityOutline("elsewhere", "Lethal Dose", (), (fact("Lethal weapon of choice."),)),
+    ]
+    async with serving(es_node.url, load=False) as api:
+        await EsOutlineStore(await api.store()).save(outlines)
+        env = {"HOPSEARCH_ES_URL": api.settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": api.settings.index_prefix}
+
+        def cli() -> list[str]:
+            result = CliRunner().invoke(main, ["outlines", "search", "lethal weapon", "--json"], env=env)
+            assert result.exit_code == 0, result.output
+            return [doc["entity"] for doc in json.loads(result.output)]
+
+        by_cli = await asyncio.to_thread(cli)
+        response = await api.client.post("/_outlines/_search", json={"query": "lethal weapon", "namespace": "default"})
+    by_http = [hit["_source"]["entity"] for hit in response.json()["hits"]["hits"]]
+    assert len(by_cli) >= 3 and "Lethal Dose" not in by_cli
+    assert by_http == by_cli
+
+
 async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> None:
     async with serving(es8_node.url, load=False) as api:
-        no_route = await api.client.get("/no/such/route")
+        no_route = await api.client.post("/no/such/route", json={})
+        cluster_route = await api.client.get("/no/such/route")
         wrong_method = await api.client.delete(f"/{api.alias}/_retrieve")
         bad_k = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "x", "k": "many"})
         no_query = await api.client.post(f"/{api.alias}/_retrieve", json={"k": 3})
@@ -222,8 +262,11 @@ async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> No
         )
         bad_strategy = await api.client.post(f"/{api.alias}/_ask", json={"question": "q", "strategy": "magic"})
         bad_stream = await api.client.post(f"/{api.alias}/_ask", params={"stream": "maybe"}, json={"question": "q"})
-    assert error_of(no_route)[:2] == (404, "resource_not_found_exception")
-    assert "uri [/no/such/route] and method [GET]" in error_of(no_route)[2]
+    # Not a hopsearch route: a write outside the allow-list is refused; a read is the cluster's answer.
+    assert error_of(no_route)[:2] == (403, "security_exception")
+    assert "[POST /no/such/route]" in error_of(no_route)[2]
+    assert cluster_route.status_code >= 400 and cluster_route.headers["x-elastic-product"] == "Elasticsearch"
+    assert "/no/such/route" in cluster_route.text
     assert error_of(wrong_method)[:2] == (405, "method_not_allowed_exception")
     assert wrong_method.headers["allow"] == "POST"
     assert error_of(bad_k)[0] == 400 and error_of(bad_k)[2].startswith("[body.k]")

@@ -156,6 +156,8 @@ class RetrieveResponse(SearchResponse):
     fusion_note: str | None = None
     reranked_by: str | None = None
     legs: dict[str, list[HitModel]] | None = None
+    without_vectors: int = Field(0, description="Documents of the index without a vector (dense cannot find them).")
+    warning: str | None = None
 
 
 class Citation(BaseModel):
@@ -189,9 +191,11 @@ class HealthResponse(BaseModel):
 
 
 class RootResponse(BaseModel):
+    """Elasticsearch's own root body (what the official clients check), hopsearch's under ``hopsearch``."""
+
     name: str
-    service: str
+    cluster_name: str
+    cluster_uuid: str
     version: dict[str, Any]
-    elasticsearch: dict[str, Any]
-    capabilities: dict[str, Any]
     tagline: str
+    hopsearch: dict[str, Any]

@@ -19,6 +19,13 @@ questions, 10 otherwise; every step counts) forces the final answer. The markers
 line start: the official code's bare ``Let`` stop also fires inside words such as "Lethal".
 Modes: ``model`` (the model decides), ``always`` (CoT-Retrieve), ``never`` (CoT).
 
+Repeats: a follow-up the model already asked in this question (after
+:func:`~hopsearch.service.strategies.steps.normalise_query`) is not retrieved or answered again —
+a small model that asks it again would ask it again and again until the depth limit. The step's
+decision is ``repeat`` (``decided_by`` names the depth it repeats), the repeated text is left out
+of the transcript, and the final answer is generated from what the first asking found
+(``AskOptions.repeat_guard``).
+
 The transcript never ends with a newline, so every marker the model writes is preceded by one. With
 vLLM the transcript is the assistant turn of a chat (the question is the user turn) continued with
 ``continue_final_message``, so a DeepRAG checkpoint sees its own chat template; other servers get
@@ -36,7 +43,7 @@ from hopsearch.service.strategies.base import (
     RunContext,
     citations_of,
 )
-from hopsearch.service.strategies.steps import context_line
+from hopsearch.service.strategies.steps import context_line, normalise_query
 from hopsearch.service.traces import Citation, Decision, Step
 from hopsearch.service.types import Hit
 
@@ -104,11 +111,15 @@ class DeepRAG(RecordedStrategy):
         self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool
     ) -> Completion:
         context.check_llm_budget(1 if len(stops) <= 1 else 2)
-        tokens = context.options.max_tokens
+        tokens, deadline, fallback = context.options.max_tokens, context.deadline, self.stop_fallback
         if chat:
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
-            return await continue_until(self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline)
-        return await complete_until(self.llm, transcript, stops, max_tokens=tokens, deadline=context.deadline)
+            return await continue_until(
+                self.llm, messages, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+            )
+        return await complete_until(
+            self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+        )
 
     async def _answer_line(
         self,
@@ -143,11 +154,15 @@ class DeepRAG(RecordedStrategy):
         max_depth = min(options.max_depth, options.budget.max_steps)
         cited: list[Hit] = []
         forced: str | None = None
+        asked: dict[str, int] = {}  # normalised follow-up -> the depth it was first asked at
         for depth in range(1, max_depth + 1):
             generated = await self._generate(context, question, transcript, STOPS, chat)
             decision, how = decide(generated, options, context.may_retrieve())
             text = generated.text.rstrip("\n")
             query = sub_query(text, question)
+            first = asked.get(normalise_query(query)) if decision != "final" and options.repeat_guard else None
+            if first is not None:
+                decision, how = "repeat", f"repeat-of-depth-{first}"
             context.recorder.add(
                 Step.from_completion(
                     "generate",
@@ -159,6 +174,10 @@ class DeepRAG(RecordedStrategy):
                     queries=(query,) if decision != "final" else (),
                 )
             )
+            if decision == "repeat":
+                forced = "repeat"
+                break
+            asked.setdefault(normalise_query(query), depth)
             transcript += text
             if decision == "final":
                 break

@@ -7,7 +7,7 @@ the model writes a short hypothetical answer passage (concurrently). Each sub-qu
 — the hypothetical passage by dense similarity (BM25 where no embedder is configured) and the
 sub-query itself by BM25 — all in ONE ``_msearch``; the lists are fused with RRF and the top k
 passages go to one answer call. Decomposition and HyDE can each be switched off
-(``hyde_decompose`` / ``hyde_hypothetical`` settings, or the constructor): without decomposition
+(the constructor; the registry passes the ``hyde_decompose`` / ``hyde_hypothetical`` settings): without decomposition
 the question is the only sub-query; without HyDE the sub-query is searched by itself.
 
 Stopping rule: none to decide — a fixed pipeline of at most 1 decomposition call, 3 HyDE calls, one
@@ -23,6 +23,7 @@ from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
+from hopsearch.service.settings import DEFAULT_DEADLINE_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import (
     ask_json,
@@ -88,13 +89,14 @@ class HyDE(RecordedStrategy):
         retriever: Retriever,
         sink: TraceSink | None = None,
         *,
-        decompose: bool | None = None,
-        hypothetical: bool | None = None,
+        decompose: bool = True,
+        hypothetical: bool = True,
         dense: bool = True,
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        super().__init__(llm, retriever, sink)
-        self.decompose = llm.settings.hyde_decompose if decompose is None else decompose
-        self.hypothetical = llm.settings.hyde_hypothetical if hypothetical is None else hypothetical
+        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
+        self.decompose = decompose
+        self.hypothetical = hypothetical
         self.dense = dense
 
     async def _sub_queries(self, context: RunContext, question: str) -> list[str]:

@@ -7,8 +7,10 @@ Each iteration retrieves the current query (top k), then the model returns ``{co
 missing_info, next_query}`` (schema-constrained JSON).
 
 Stopping rule, checked in this order after each assessment: confidence ≥ 0.85 (``confidence``);
-confidence rose by less than 0.05 since the previous iteration (``no-improvement``); no next query,
-or one already searched (``no-next-query``); 5 iterations (``iteration-limit``, or the budget's
+confidence rose by less than 0.05 since the previous iteration (``no-improvement``); no next query
+(``no-next-query``); a next query already searched in this question, after
+:func:`~hopsearch.service.strategies.steps.normalise_query` (``repeat``: it is not searched again, and
+the assessment step's decision is ``repeat``); 5 iterations (``iteration-limit``, or the budget's
 ``max_steps`` if lower); the retrieval budget is spent (``retrieval-budget``). Then one answer call.
 The rule is the assessment step's ``decided_by`` and the final step's ``details.stop``.
 """
@@ -26,6 +28,7 @@ from hopsearch.service.strategies.steps import (
     context_line,
     final_answer,
     json_step,
+    normalise_query,
     read_reply,
     single_prompt,
     text_of,
@@ -87,8 +90,10 @@ def stop_rule(
     if previous is not None and round(assessment.confidence - previous, 9) < MIN_GAIN:
         return "no-improvement"
     query = assessment.next_query
-    if query is None or query.casefold() in {a.casefold() for a in asked}:
+    if query is None:
         return "no-next-query"
+    if normalise_query(query) in {normalise_query(a) for a in asked}:
+        return "repeat"
     if iteration >= limit:
         return "iteration-limit"
     return None
@@ -140,7 +145,7 @@ class Iterative(RecordedStrategy):
                     prompt,
                     name="assessor",
                     depth=iteration,
-                    decision="final" if rule else "retrieve",
+                    decision="repeat" if rule == "repeat" else "final" if rule else "retrieve",
                     decided_by=rule or "assessor",
                     queries=(assessment.next_query,) if assessment.next_query else (),
                     details={"confidence": assessment.confidence, "gain": gain, "stop": rule},

@@ -25,7 +25,12 @@ class SingleRetrieval(RecordedStrategy):
         prompt = single_prompt(question, context_line(hits))
         context.check_llm_budget()
         done = await complete_until(
-            self.llm, prompt, ("\n",), max_tokens=context.options.max_tokens, deadline=context.deadline
+            self.llm,
+            prompt,
+            ("\n",),
+            max_tokens=context.options.max_tokens,
+            deadline=context.deadline,
+            fallback=self.stop_fallback,
         )
         answer = done.text.split("\n", 1)[0].strip()
         context.recorder.add(

@@ -15,6 +15,7 @@ plain chat call recorded the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from hopsearch.service.traces import Step, StepKind
 from hopsearch.service.types import Hit
 
 T = TypeVar("T")
+_NON_WORD = re.compile(r"[^\w\s]")
 
 #: Schema keywords OpenAI's strict structured outputs refuse; vLLM and llama.cpp honour them.
 _BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "minimum", "maximum"})
@@ -64,6 +66,11 @@ def distinct_texts(raw: Any) -> list[str]:
         if text and text.casefold() not in {f.casefold() for f in found}:
             found.append(text)
     return found
+
+
+def normalise_query(query: str) -> str:
+    """A query's identity for the repeat guard: case, punctuation and spacing ignored."""
+    return " ".join(_NON_WORD.sub(" ", query.casefold()).split())
 
 
 def answer_line(text: str) -> str:
