@@ -43,6 +43,8 @@ def test_eval_retrieval_on_the_bundled_slice(es8_node: EsNode, tmp_path: Path) -
         "HOPSEARCH_ES_URL": es8_node.url,
         "HOPSEARCH_INDEX_PREFIX": f"er{uuid.uuid4().hex[:8]}",
         "HOPSEARCH_EMBEDDER": "minilm",
+        "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
+        "HOPSEARCH_ES_REQUEST_TIMEOUT": "120",  # a shared 2-core machine: bulk with vectors can be slow
         "COLUMNS": "200",
     }
     runner = CliRunner()
