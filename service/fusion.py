@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from hopsearch.service.esclient import ServerInfo
@@ -35,13 +36,19 @@ def rrf(
     """Weighted Reciprocal Rank Fusion, ranks from 1. Ties keep first-seen order."""
     scores: dict[str, float] = {}
     first: dict[str, Hit] = {}
+    get = scores.get
     for number, hits in enumerate(lists):
         weight = 1.0 if weights is None else weights[number]
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
-            first.setdefault(hit.id, hit)
-    order = sorted(scores, key=lambda doc_id: -scores[doc_id])
-    return [with_score(first[doc_id], scores[doc_id]) for doc_id in order[:size]]
+        for rank, hit in enumerate(hits, start=k + 1):
+            doc_id = hit.id
+            previous = get(doc_id)
+            if previous is None:
+                scores[doc_id] = weight / rank
+                first[doc_id] = hit
+            else:
+                scores[doc_id] = previous + weight / rank
+    order = sorted(scores.items(), key=itemgetter(1), reverse=True)  # stable: ties keep first-seen order
+    return [with_score(first[doc_id], score) for doc_id, score in order[:size]]
 
 
 def with_score(hit: Hit, score: float) -> Hit:

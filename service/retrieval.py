@@ -48,18 +48,15 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _hits(response: Mapping[str, Any]) -> list[Hit]:
-    out = []
-    for raw in response.get("hits", {}).get("hits", []):
+    """The hits of a search response (ids are strings and scores numbers in Elasticsearch's JSON)."""
+    found = response.get("hits")
+    if not found:
+        return []
+    out: list[Hit] = []
+    append = out.append
+    for raw in found["hits"]:
         source = raw.get("_source") or {}
-        out.append(
-            Hit(
-                id=str(raw["_id"]),
-                score=float(raw.get("_score") or 0.0),
-                title=str(source.get("title", "")),
-                text=str(source.get("text", "")),
-                source=source,
-            )
-        )
+        append(Hit(raw["_id"], raw.get("_score") or 0.0, source.get("title", ""), source.get("text", ""), source))
     return out
 
 
@@ -343,7 +340,7 @@ def _reason(item: Mapping[str, Any]) -> str:
 
 
 def _stripped(hits: Sequence[Hit]) -> tuple[Hit, ...]:
-    return tuple(_strip_vector(h) for h in hits)
+    return tuple(_strip_vector(h) if "embedding" in h.source else h for h in hits)
 
 
 def without_vectors_note(count: int) -> str:
