@@ -8,11 +8,11 @@ import shutil
 from typing import Any
 
 import click
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.esnode import find_java
+from hopsearch.cli.process import probe
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
@@ -158,10 +158,7 @@ def doctor() -> None:
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
     for url in settings.llm_base_url:
-        try:
-            response = httpx.get(f"{url}/models", timeout=5)
-            report(response.status_code == 200, "llm", f"{url} answered {response.status_code}")
-        except httpx.HTTPError as exc:
-            report(False, "llm", f"{url}: {type(exc).__name__}")
+        answered = probe(f"{url}/models", timeout=5) is not None
+        report(answered, "llm", f"{url} {'answered' if answered else 'did not answer'} GET /models")
     if problems:
         raise SystemExit(1)

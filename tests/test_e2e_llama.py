@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from hopsearch.cli import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
-from hopsearch.service.llm import LLMClient, local
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
@@ -44,13 +45,13 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
         llm_startup_timeout=300.0,
     )
     try:
-        local.start(settings, "llamacpp")
+        llm_server.start(settings, "llamacpp")
     except (ConfigError, NodeError) as exc:
         unavailable(f"local llama.cpp server: {exc}")
     try:
         yield settings
     finally:
-        local.stop(settings)
+        llm_server.stop(settings)
 
 
 def first_question(path: Path) -> dict[str, object]:

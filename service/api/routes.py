@@ -107,7 +107,7 @@ async def health(request: Request) -> OrjsonResponse:
         }
         try:
             started = time.perf_counter()
-            await runtime.llm.request("GET", "/models", None, deadline=time.monotonic() + 3.0)
+            await runtime.llm.models(timeout_s=3.0)
             llm = {"reachable": True, "model": runtime.llm.model, "ms": _ms(started)}
         except HopsearchError as exc:
             llm["error"] = exc.error_type
