@@ -1,4 +1,5 @@
-"""Human-readable output of an answer's trace document (shared by ``ask`` and ``demo``)."""
+"""Human-readable output of an answer's trace document: the rich table of ``demo`` and ``traces show``
+(:func:`print_answer`), and the plain lines of ``ask`` (:func:`answer_lines`)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,39 @@ def print_answer(console: Console, document: Mapping[str, Any]) -> None:
         f"LLM calls {totals.get('llm_calls')} | tokens {totals.get('tokens_in')}/{totals.get('tokens_out')} | "
         f"{float(totals.get('wall_ms') or 0) / 1000:.1f} s"
     )
+
+
+def step_line(step: Mapping[str, Any]) -> str:
+    """One readable line per step."""
+    head = f"{step['index'] + 1:>3} {step['kind']:<8} d{step['depth']:<2}"
+    if step["kind"] == "retrieve":
+        body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
+    else:
+        decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
+        output = step["output"] or step.get("error")
+        body = f"{decision:<34} {_short(output, 50)!r}" if output else f"{decision:<34} (empty output)"
+    cost = f"{step['latency_ms']:.0f} ms"
+    if step["llm_calls"]:
+        cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
+    if step["retries"]:
+        cost += f", {step['retries']} retr{'y' if step['retries'] == 1 else 'ies'}"
+    return f"{head} {body}  [{cost}]"
+
+
+def answer_lines(question: str, document: Mapping[str, Any], traces_index: str) -> list[str]:
+    """The question, the answer, its citations, one line per step and the totals, as plain text."""
+    lines = [f"Question: {question}", f"Answer:   {answer_text(document.get('answer'))}"]
+    citations = document.get("citations") or []
+    if citations:
+        lines.append("Citations:")
+        for number, citation in enumerate(citations, start=1):
+            lines.append(f"  [{number}] {citation['id']}  {citation['title']}  ({float(citation['score']):.2f})")
+    lines.append(f"Steps ({document['strategy']}, model {document['model']}):")
+    lines += [step_line(step) for step in document["steps"]]
+    totals = document["totals"]
+    lines.append(
+        f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
+        f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
+        f"trace {document['trace_id']} in {traces_index}"
+    )
+    return lines

@@ -23,7 +23,7 @@ from pydantic_settings import (
 UrlList = Annotated[list[str], NoDecode]
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
-DEFAULT_DEADLINE_S = 300.0
+DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
 
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
-    llm_deadline: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Overall deadline of one question, seconds.")
+    llm_deadline: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )

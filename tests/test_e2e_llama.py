@@ -83,7 +83,7 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, shar
     ids = await index_context(store, record)
     retriever = EsRetriever(store)
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
-    budget = Budget(deadline_s=240.0)
+    budget = Budget(timeout_s=240.0)
     async with LLMClient(llama) as llm:
         assert await llm.engine() == "llamacpp"  # no stop_reason: the fallback decides
         strategy = DeepRAG(llm, retriever, sink)

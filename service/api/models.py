@@ -110,7 +110,9 @@ class BudgetModel(_Strict):
     max_steps: int = Field(10, ge=1, le=50)
     max_retrievals: int = Field(10, ge=0, le=100)
     max_llm_calls: int = Field(40, ge=1, le=400)
-    deadline_s: float | None = Field(None, ge=1, le=3600)
+    deadline_s: float | None = Field(
+        None, ge=1, le=3600, description="Seconds the question may take (the strategy's timeout)."
+    )
 
 
 class AskOptionsModel(_Strict):
@@ -188,7 +190,7 @@ class RetrieveResponse(SearchResponse):
     dense_method: Literal["knn", "script_score", "rerank", "none"]
 
 
-class Citation(BaseModel):
+class CitationModel(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
     id: str = Field(alias="_id")
     score: float = Field(alias="_score")
@@ -200,7 +202,7 @@ class AskResponse(BaseModel):
     trace_id: str
     strategy: str
     answer: str | None
-    citations: list[Citation]
+    citations: list[CitationModel]
     totals: dict[str, float]
 
 

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service.api.envelope import OrjsonResponse
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
@@ -22,6 +21,7 @@ from hopsearch.service.api.models import (
     SearchResponse,
     filter_clause,
 )
+from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.outlines import EsOutlineStore
@@ -69,7 +69,7 @@ async def root(request: Request) -> OrjsonResponse:
     """Service, version, Elasticsearch version and capabilities."""
     state = state_of(request)
     runtime = await state.runtime()
-    es = runtime.store.info.as_dict()
+    es = runtime.store.info.to_dict()
     return OrjsonResponse(
         {
             "name": "hopsearch",

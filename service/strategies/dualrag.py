@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import Fact, OutlineStore
-from hopsearch.service.settings import DEFAULT_DEADLINE_S, DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
+from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE, DEFAULT_TIMEOUT_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -70,9 +70,9 @@ class DualRAG(RecordedStrategy):
         namespace: str = DEFAULT_OUTLINE_NAMESPACE,
         max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S,
         persist: bool = True,
-        deadline_s: float = DEFAULT_DEADLINE_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
+        super().__init__(llm, retriever, sink, timeout_s=timeout_s)
         self.embedder = embedder
         self.outlines = OutlineLink(outlines, namespace, max_age_s, persist)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
-from hopsearch.service.settings import DEFAULT_DEADLINE_S
+from hopsearch.service.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import (
     ask_json,
@@ -92,9 +92,9 @@ class HyDE(RecordedStrategy):
         decompose: bool = True,
         hypothetical: bool = True,
         dense: bool = True,
-        deadline_s: float = DEFAULT_DEADLINE_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
+        super().__init__(llm, retriever, sink, timeout_s=timeout_s)
         self.decompose = decompose
         self.hypothetical = hypothetical
         self.dense = dense

@@ -15,7 +15,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.envelope import error_response
+from hopsearch.service.api.responses import error_response
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import (
     ApiError,
