@@ -12,8 +12,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
 
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
 from hopsearch.service.llm import LLMClient, StopFallback
@@ -77,34 +77,28 @@ class Answer:
 
 
 class Strategy(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def answer(self, question: str, options: AskOptions) -> Answer: ...
 
 
+@dataclass(eq=False)
 class RecordedStrategy:
-    """Shared constructor and ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded`
-    (budgets, deadline, trace always written). Subclasses set ``name`` and write ``_run``.
+    """Shared constructor (a dataclass: subclasses add their own options as keyword-only fields) and
+    ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded` (budgets, deadline, trace
+    always written). Subclasses set ``name`` and write ``_run``.
 
     ``timeout_s``: a question's time limit where its :class:`Budget` names none;
     ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``."""
 
-    name: str
-
-    def __init__(
-        self,
-        llm: LLMClient,
-        retriever: Retriever,
-        sink: TraceSink | None = None,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        stop_fallback: StopFallback = "stream",
-    ) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-        self.timeout_s = timeout_s
-        self.stop_fallback = stop_fallback
+    name: ClassVar[str]
+    llm: LLMClient
+    retriever: Retriever
+    sink: TraceSink | None = None
+    _: KW_ONLY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    stop_fallback: StopFallback = "stream"
 
     async def answer(self, question: str, options: AskOptions) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
