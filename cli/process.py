@@ -26,10 +26,12 @@ from hopsearch.service.errors import NodeError
 T = TypeVar("T")
 
 
-def probe(url: str, timeout: float = 2.0) -> Any | None:
+def probe(url: str, timeout: float = 2.0, *, headers: Mapping[str, str] | None = None) -> Any | None:
     """The JSON body of ``GET url`` when it answers 200, else ``None`` (the one readiness probe)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout
+        ) as response:
             if response.status != 200:
                 return None
             return json.loads(response.read() or b"null")

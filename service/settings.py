@@ -21,6 +21,32 @@ from pydantic_settings import (
 )
 
 UrlList = Annotated[list[str], NoDecode]
+#: The read and search APIs of Elasticsearch: the default of ``proxy_allow``.
+PROXY_ALLOW_READ = (
+    "GET /**",
+    "HEAD /**",
+    "POST /_search",
+    "POST /*/_search",
+    "POST /_msearch",
+    "POST /*/_msearch",
+    "POST /_count",
+    "POST /*/_count",
+    "POST /_mget",
+    "POST /*/_mget",
+    "POST /*/_explain/*",
+    "POST /_field_caps",
+    "POST /*/_field_caps",
+    "POST /*/_validate/query",
+    "POST /*/_terms_enum",
+    "POST /_search/scroll",
+    "DELETE /_search/scroll",
+    "POST /_search/template",
+    "POST /*/_search/template",
+    "POST /_msearch/template",
+    "POST /*/_msearch/template",
+    "POST /*/_pit",
+    "DELETE /_pit",
+)
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
 DEFAULT_TIMEOUT_S = 300.0
@@ -81,6 +107,21 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
     llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
+    llm_slots_per_url: int = Field(
+        0,
+        ge=0,
+        description="Requests in flight per LLM base URL; the rest wait in this process, and that wait does "
+        "not count toward llm_timeout. 0: the server's own slot count where it reports one (llama.cpp "
+        "`/props` total_slots), else no limit beyond llm_max_concurrency.",
+    )
+    llm_question_slots: int = Field(
+        0,
+        ge=0,
+        description="Questions whose LLM calls may interleave on the server; the others wait their turn "
+        "(a question's prompts extend one another, and a server with one slot keeps only the last "
+        "prompt: interleaved questions evaluate every prompt from the start). 0: 1 for llama.cpp "
+        "(llama-cpp-python has one slot), no limit for vLLM and OpenAI (they batch and cache prefixes).",
+    )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
     llm_deadline: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Overall deadline of one question, seconds.")
@@ -113,6 +154,12 @@ class Settings(BaseSettings):
         "bm25", description="Retrieval mode of the Search-R1 `POST /retrieve` route (a request may override it)."
     )
     retrieve_topk: int = Field(3, ge=1, description="`topk` of a Search-R1 `POST /retrieve` request that names none.")
+    proxy_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(PROXY_ALLOW_READ),
+        description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
+        "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
+        "Default: read and search APIs only.",
+    )
 
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
@@ -160,6 +207,13 @@ class Settings(BaseSettings):
         if not self.llm_base_url:
             object.__setattr__(self, "llm_base_url", [f"http://127.0.0.1:{self.llm_port}/v1"])
         return self
+
+    @field_validator("proxy_allow", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

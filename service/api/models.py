@@ -188,6 +188,8 @@ class SearchResponse(BaseModel):
 class RetrieveResponse(SearchResponse):
     mode: RetrievalMode
     dense_method: Literal["knn", "script_score", "rerank", "none"]
+    without_vectors: int = Field(0, description="Documents of the index without a vector (dense cannot find them).")
+    warning: str | None = None
 
 
 class CitationModel(BaseModel):
@@ -221,9 +223,11 @@ class HealthResponse(BaseModel):
 
 
 class RootResponse(BaseModel):
+    """Elasticsearch's own root body (what the official clients check), hopsearch's under ``hopsearch``."""
+
     name: str
-    service: str
+    cluster_name: str
+    cluster_uuid: str
     version: dict[str, Any]
-    elasticsearch: dict[str, Any]
-    capabilities: dict[str, Any]
     tagline: str
+    hopsearch: dict[str, Any]
