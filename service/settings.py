@@ -103,6 +103,18 @@ class Settings(BaseSettings):
         8, ge=1, description="`_ask` requests served at once; more are refused with 429."
     )
 
+    health_timeout: float = Field(
+        3.0,
+        gt=0,
+        description="Seconds /_health and `doctor` wait for each dependency; an LLM server that keeps the "
+        "connection open longer is reported busy (ready), not down.",
+    )
+
+    api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
+    api_sse_heartbeat_s: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
+    )
+
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
         "default", min_length=1, description="DualRAG outlines are stored and reused within this namespace."
