@@ -53,12 +53,11 @@ def check_key(state: ApiState, header: bytes | None) -> None:
 
 def leaf_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
     """The routes themselves, inside included routers (FastAPI wraps each in an object whose match
-    says nothing of the route) and mounts."""
+    says nothing of the route); a mount stays one route, labelled with its prefix."""
     leaves: list[BaseRoute] = []
     for route in routes:
-        inner = getattr(route, "original_router", route)
-        children = getattr(inner, "routes", None)
-        leaves += leaf_routes(children) if isinstance(children, list) else [route]
+        inner = getattr(route, "original_router", None)
+        leaves += leaf_routes(inner.routes) if inner is not None else [route]
     return leaves
 
 

@@ -27,6 +27,7 @@ from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid, StoreError
 from hopsearch.service.health import readiness
 from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.types import RetrievalQuery, SearchResult
 
 router = APIRouter()
@@ -62,6 +63,9 @@ def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, 
     body = search_envelope(took, hits)
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
+    if result.without_vectors:
+        body["without_vectors"] = result.without_vectors
+        body["warning"] = without_vectors_note(result.without_vectors)
     return body
 
 
