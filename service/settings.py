@@ -53,8 +53,10 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ----------------------------------------------------------------------------
-    embedder: Literal["minilm", "openai", "none"] = Field(
-        "minilm", description="`minilm` (local CPU all-MiniLM-L6-v2), `openai` (/v1/embeddings) or `none`."
+    embedder: Literal["minilm", "e5", "openai", "none"] = Field(
+        "minilm",
+        description="`minilm` (local CPU all-MiniLM-L6-v2, English), `e5` (local CPU multilingual-e5-small, "
+        "Japanese and other languages), `openai` (/v1/embeddings) or `none`.",
     )
     embed_base_url: str | None = Field(None, description="Base URL of an OpenAI-compatible embeddings server.")
     embed_model: str | None = Field(None, description="Embedding model name for the `openai` embedder.")
