@@ -3,6 +3,7 @@ tokens, the kuromoji mapping and query bodies, the multilingual e5 embedder."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -57,7 +58,7 @@ def test_japanese_chunks_are_sized_in_characters_with_sentence_overlap() -> None
     assert all(len(c.text) <= 600 and c.words == len(c.text) for c in chunks)
     assert all(len(c.text) >= 300 for c in chunks[:-1])
     assert all(c.headings == ("長い規程",) for c in chunks)
-    for first, second in zip(chunks, chunks[1:], strict=False):
+    for first, second in itertools.pairwise(chunks):
         head = second.text.split("。")[0]
         assert head in first.text  # the next chunk starts with the previous one's last sentence(s)
     assert all(c.text.rstrip()[-1] in "。！？）」" for c in chunks)  # cut at sentence ends
