@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from hopsearch.cli.render import answer_text
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
@@ -17,10 +18,15 @@ from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 
-async def ask_question(settings: Settings, question: str, strategy_name: str, options: AskOptions) -> Answer:
-    """Answer with the store (retrieval and the traces index) and the configured LLM."""
-    async with await Runtime.open(settings) as runtime:
-        await runtime.store.ensure_indices(runtime.embedder)
+async def ask_question(
+    settings: Settings, question: str, strategy_name: str, options: AskOptions, *, index: str | None = None
+) -> Answer:
+    """Answer from the passages index or alias ``index`` (default: the settings' alias) with the
+    configured LLM. A passages index that does not exist is an error; nothing is created for it (the
+    outlines and traces indices under the prefix are, where missing)."""
+    async with await Runtime.open(settings, passages=index) as runtime:
+        await runtime.store.require_passages(runtime.retriever.index)
+        await runtime.store.ensure_side_indices()
         return await runtime.strategy(strategy_name).answer(question, options)
 
 
@@ -36,7 +42,8 @@ def render_step(step: Mapping[str, Any]) -> str:
         body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
     else:
         decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
-        body = f"{decision:<34} {_short(step['output'] or step.get('error') or '', 50)!r}"
+        output = step["output"] or step.get("error")
+        body = f"{decision:<34} {_short(output, 50)!r}" if output else f"{decision:<34} (empty output)"
     cost = f"{step['latency_ms']:.0f} ms"
     if step["llm_calls"]:
         cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
@@ -48,7 +55,8 @@ def render_step(step: Mapping[str, Any]) -> str:
 @click.command("ask")
 @click.argument("question")
 @click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
-@click.option("--index", default=None, help="Index prefix to read passages from and write the trace to.")
+@click.option("--index", default=None, help="Passages index or alias to answer from (default: <prefix>-passages).")
+@click.option("--prefix", default=None, help="Index prefix: passages alias, outlines and traces under it.")
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
 @click.option("--depth", type=int, default=10, show_default=True, help="DeepRAG depth (6 for HotpotQA).")
 @click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
@@ -58,6 +66,7 @@ def ask(
     question: str,
     strategy: str,
     index: str | None,
+    prefix: str | None,
     mode: str,
     depth: int,
     k: int | None,
@@ -65,7 +74,7 @@ def ask(
     as_json: bool,
 ) -> None:
     """Answer QUESTION and show the answer, its citations and the step trace."""
-    settings = load_settings(**({"index_prefix": index} if index else {}))
+    settings = load_settings(**({"index_prefix": prefix} if prefix else {}))
     options = AskOptions(
         mode=mode,  # type: ignore[arg-type]
         max_depth=depth,
@@ -73,7 +82,7 @@ def ask(
         demonstrations=DEMONSTRATIONS if few_shot else "",
     )
     try:
-        answer = asyncio.run(ask_question(settings, question, strategy, options))
+        answer = asyncio.run(ask_question(settings, question, strategy, options, index=index))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     document = answer.trace.to_document()
@@ -81,7 +90,7 @@ def ask(
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         click.echo(f"Question: {question}")
-        click.echo(f"Answer:   {answer.text if answer.text is not None else '(none)'}")
+        click.echo(f"Answer:   {answer_text(answer.text)}")
         if answer.citations:
             click.echo("Citations:")
             for number, citation in enumerate(answer.citations, start=1):

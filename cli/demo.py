@@ -20,7 +20,8 @@ from rich.console import Console
 from hopsearch.cli import esnode
 from hopsearch.cli.es import node_spec
 from hopsearch.cli.render import print_answer
-from hopsearch.loaders.questions import index_contexts, read_questions
+from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.llm import local
 from hopsearch.service.runtime import Runtime
@@ -67,9 +68,10 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
     chosen = next((r for r in records if r.id == question_id), records[0])
     async with await Runtime.open(settings, refresh_traces=True) as runtime:
         started = time.monotonic()
-        indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
+        report = await ensure_qa_contexts(runtime.store, sample_path(), embedder=runtime.embedder)
+        present = int(report.extra["already_indexed"])
         console.print(
-            f"[bold]3/4[/] sample corpus: {indexed} passages indexed, {present} already there "
+            f"[bold]3/4[/] sample corpus: {report.indexed - present} passages indexed, {present} already there "
             f"({time.monotonic() - started:.1f} s) → {settings.passages_alias}"
         )
         console.print(f"[bold]4/4[/] asking with {strategy}: [italic]{chosen.question}[/]")

@@ -19,8 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hopsearch.loaders.questions import index_contexts, read_questions
-from hopsearch.service.errors import HopsearchError
+from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.questions import read_questions
+from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import load_settings
@@ -48,6 +49,7 @@ class EvalJob:
     strategy: str
     limit: int | None
     index: str | None
+    prefix: str | None
     concurrency: int
     corpus_from_context: bool
     mode: str
@@ -58,11 +60,22 @@ class EvalJob:
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
     path, strategy, out = job.path, job.strategy, job.out
     records = read_questions(path, limit=job.limit)
-    settings = load_settings(**({"index_prefix": job.index} if job.index else {}))
-    async with await Runtime.open(settings) as runtime:
+    settings = load_settings(**({"index_prefix": job.prefix} if job.prefix else {}))
+    if job.corpus_from_context and job.index not in (None, settings.passages_alias):
+        raise ConfigError(
+            f"--corpus-from-context loads into the passages alias [{settings.passages_alias}], not "
+            f"[{job.index}]: use --prefix to choose where"
+        )
+    async with await Runtime.open(settings, passages=job.index) as runtime:
         if job.corpus_from_context:
-            indexed, present = await index_contexts(runtime.store, records, runtime.embedder)
-            console.print(f"corpus: indexed {indexed} context passages ({present} already present)")
+            report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
+            present = int(report.extra["already_indexed"])
+            console.print(
+                f"corpus: indexed {report.indexed - present} context passages ({present} already present; "
+                f"{report.rejected} rejected → {report.dead_letter})"
+            )
+        await runtime.store.require_passages(runtime.retriever.index)
+        await runtime.store.ensure_side_indices()
         dataset = records[0].dataset if records else ""
         options = AskOptions(
             mode=job.mode,  # type: ignore[arg-type]
@@ -96,7 +109,8 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--index", default=None, help="Index prefix: passages, outlines and traces under it (default: settings).")
+@click.option("--index", default=None, help="Passages index or alias to answer from (default: <prefix>-passages).")
+@click.option("--prefix", default=None, help="Index prefix: passages alias, outlines and traces under it.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
 @click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
@@ -108,6 +122,7 @@ def evaluate(
     strategy: str,
     limit: int | None,
     index: str | None,
+    prefix: str | None,
     concurrency: int,
     corpus_from_context: bool,
     mode: str,
@@ -120,7 +135,9 @@ def evaluate(
     console = Console(stderr=as_json)
     target = out or Path(f"eval-{strategy}-{questions.stem}.jsonl")
     try:
-        job = EvalJob(questions, strategy, limit, index, concurrency, corpus_from_context, mode, few_shot, target)
+        job = EvalJob(
+            questions, strategy, limit, index, prefix, concurrency, corpus_from_context, mode, few_shot, target
+        )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -2,8 +2,14 @@
 
 Each command shows a progress bar (rate and ETA; updated once per acknowledged batch, so it never
 slows the load), then prints the reconciliation ``read = indexed + rejected + skipped`` and where the
-dead letters are. Exit status: 0 when the counts reconcile, 1 when they do not or the load failed
-(the message says how to resume).
+dead letters are. Exit status (also in the README):
+
+- 0: the counts reconcile and nothing was rejected (or ``--allow-rejects`` was given);
+- 1: the load failed or the counts do not reconcile (the message says how to resume);
+- 2: bad usage (click's own code);
+- 3: records were rejected (they are in the dead letters);
+- 4: a directory under ``index docs`` could not be listed; what was indexed from it is kept, and the
+  message names it (``--allow-rejects`` does not hide this: the load is incomplete).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
 Loader = Callable[..., Awaitable[LoadReport]]
+
+EXIT_FAILED = 1
+EXIT_REJECTED = 3
+EXIT_UNREADABLE_DIR = 4
 
 
 class BarProgress:
@@ -75,6 +85,9 @@ class BarProgress:
 
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
+    f = click.option(
+        "--allow-rejects", is_flag=True, help=f"Exit 0 although records were rejected (else {EXIT_REJECTED})."
+    )(f)
     f = click.option("--quiet", is_flag=True, help="No progress bar.")(f)
     f = click.option("--dead-letter", type=click.Path(path_type=Path), help="Dead-letter JSONL file.")(f)
     f = click.option("--workers", type=int, default=3, show_default=True, help="Concurrent bulk requests.")(f)
@@ -94,7 +107,7 @@ def _resumable(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _print(report: LoadReport, as_json: bool) -> None:
+def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) -> None:
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
@@ -115,7 +128,21 @@ def _print(report: LoadReport, as_json: bool) -> None:
             click.echo(f"dead letters: {report.dead_letter}")
     if not report.reconciled:
         click.echo("error: read != indexed + rejected + skipped", err=True)
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
+    unreadable = list(report.extra.get("unreadable_dirs") or [])
+    if unreadable:
+        click.echo(
+            f"error: {len(unreadable)} director{'y' if len(unreadable) == 1 else 'ies'} could not be read; "
+            f"what was indexed from it is kept: {', '.join(unreadable)}",
+            err=True,
+        )
+        raise SystemExit(EXIT_UNREADABLE_DIR)
+    if report.rejected and not allow_rejects:
+        click.echo(
+            f"error: {report.rejected:,} records rejected (see {report.dead_letter}); --allow-rejects exits 0",
+            err=True,
+        )
+        raise SystemExit(EXIT_REJECTED)
 
 
 def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
@@ -147,7 +174,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
     finally:
         if bar is not None:
             bar.stop()
-    _print(report, params["as_json"])
+    _print(report, params["as_json"], allow_rejects=params["allow_rejects"])
 
 
 @click.group()

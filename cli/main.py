@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from hopsearch.cli.admin import doctor, init, search, traces
@@ -14,18 +12,17 @@ from hopsearch.cli.es import es
 from hopsearch.cli.evaluate import evaluate
 from hopsearch.cli.index import index
 from hopsearch.cli.llm import llm
+from hopsearch.cli.logs import configure
 from hopsearch.cli.outlines import outlines
 from hopsearch.cli.serve import serve
 
 
 @click.group()
 @click.version_option(package_name="hopsearch")
-@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def main(verbose: bool) -> None:
+@click.option("-v", "--verbose", count=True, help="Log at INFO level; -vv at DEBUG (library retries too).")
+def main(verbose: int) -> None:
     """hopsearch: multi-hop question answering over Elasticsearch."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure(verbose)
 
 
 main.add_command(es)

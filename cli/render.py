@@ -8,6 +8,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+EMPTY_ANSWER = "(empty: the model wrote nothing)"
+
+
+def answer_text(text: str | None) -> str:
+    """An answer as shown to a person: ``(none)`` when there is none (a failure), and an explicit note
+    when the model wrote nothing, rather than a blank that reads like a display fault."""
+    if text is None:
+        return "(none)"
+    return text if text.strip() else EMPTY_ANSWER
+
 
 def _short(text: object, width: int = 70) -> str:
     flat = " ".join(str(text or "").split())
@@ -20,6 +30,8 @@ def steps_table(document: Mapping[str, Any]) -> Table:
         table.add_column(column, overflow="fold")
     for step in document.get("steps", []):
         detail = "; ".join(step.get("queries") or []) or _short(step.get("output"))
+        if not detail and step.get("kind") != "retrieve" and not step.get("error"):
+            detail = "(empty output)"
         table.add_row(
             str(step.get("index", "")),
             str(step.get("kind", "")),
@@ -39,7 +51,7 @@ def print_answer(console: Console, document: Mapping[str, Any]) -> None:
     error = document.get("error")
     if error:
         console.print(f"[red]error:[/] {error.get('type')}: {error.get('message') or error.get('reason')}")
-    console.print(f"[bold]answer:[/] {document.get('answer')}")
+    console.print(f"[bold]answer:[/] {answer_text(document.get('answer'))}")
     for number, citation in enumerate(document.get("citations") or [], start=1):
         console.print(f"  [{number}] {citation.get('title')} ({citation.get('id')})")
     totals = document.get("totals") or {}

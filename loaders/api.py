@@ -5,6 +5,7 @@
     report = await load_qa_contexts(store, Path("hotpot_dev_distractor_v1.json"))
     report = await load_docs(store, Path("handbook/"))
     assert report.reconciled  # read == indexed + rejected + skipped
+    report = await ensure_qa_contexts(store, path, records)  # demo and eval: load once, then skip
 
 ``store`` is a connected :class:`~hopsearch.service.store.Store`; indices are created when missing.
 Pass ``embedder`` to store vectors (the index ``_meta`` must name the same embedder), ``None`` for
@@ -14,19 +15,23 @@ checkpoint of an interrupted load (DPR, JSONL and QA files).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
+from hopsearch.loaders.checkpoint import default_paths, read_checkpoint
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.dpr import DprSource
 from hopsearch.loaders.jsonl import JsonlSource
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, Source
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.qa import QaContextSource
+from hopsearch.loaders.questions import QARecord
 from hopsearch.service.errors import InputError
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
-__all__ = ["load_docs", "load_dpr", "load_jsonl", "load_qa_contexts"]
+__all__ = ["ensure_qa_contexts", "load_docs", "load_dpr", "load_jsonl", "load_qa_contexts"]
 
 
 async def _load_file(
@@ -75,3 +80,33 @@ async def load_qa_contexts(
 ) -> LoadReport:
     """The context paragraphs of a HotpotQA / 2Wiki / MuSiQue file: ``_id`` = sha1(title\\ntext)."""
     return await _load_file(store, QaContextSource(path), options, embedder, progress)
+
+
+async def ensure_qa_contexts(
+    store: Store,
+    path: Path,
+    records: Sequence[QARecord] | None = None,
+    *,
+    embedder: Embedder | None = None,
+    progress: Progress | None = None,
+) -> LoadReport:
+    """The context paragraphs of a question file, through the same pipeline as :func:`load_qa_contexts`
+    (checkpoint, dead letters, reconciliation) — for ``demo`` and ``eval``, which run it every time.
+
+    ``records``: the first questions of ``path`` already read (``eval --limit``); only their paragraphs
+    are loaded. A load the checkpoint records as covering them, into the index the alias still names,
+    with or without vectors as now, returns at once; a partial one resumes; anything else starts over.
+    ``report.extra["already_indexed"]`` is what earlier loads had indexed."""
+    ck_path, _ = default_paths(store.settings.state_dir, store.settings.index_prefix, QaContextSource.kind, path)
+    previous = read_checkpoint(ck_path)
+    resume = (
+        previous is not None
+        and previous.source_size == QaContextSource(path).total()
+        and previous.embed == (embedder is not None)
+        and previous.index == await store.passages_index()
+    )
+    limit = None if records is None else sum(len(record.paragraphs) for record in records)
+    options = LoadOptions(resume=resume, limit=limit)
+    report = await load_qa_contexts(store, path, options, embedder=embedder, progress=progress)
+    before = previous.indexed if resume and previous is not None else 0
+    return dataclasses.replace(report, extra={**report.extra, "already_indexed": before})

@@ -25,7 +25,6 @@ import orjson
 
 from hopsearch.loaders.model import LoadOptions, SourceBatch
 from hopsearch.service.errors import StoreError
-from hopsearch.service.esclient import translated
 from hopsearch.service.store import Store
 
 #: What the first attempt reads back: a few bytes per item, matched to the request by position.
@@ -92,23 +91,19 @@ async def _retry(
 ) -> list[Mapping[str, Any]]:
     """Resend the 429 items through the library's helper (back-off between its attempts)."""
     lines = body.split(b"\n")  # orjson escapes newlines in strings: 2 lines per document
-    as_text = store.info.major < 8
     actions = []
     pending: dict[str, list[int]] = {}
     for i in again:
         ok[i] = False
-        action, source = lines[2 * i], lines[2 * i + 1]
-        actions.append((action.decode(), source.decode()) if as_text else (action, source))
+        actions.append((lines[2 * i], lines[2 * i + 1]))
         pending.setdefault(batch.ids[i], []).append(i)
     await asyncio.sleep(options.initial_backoff)
     failures: list[Mapping[str, Any]] = []
-    stream = store.helpers.async_streaming_bulk(
-        store.client,
+    stream = store.stream_bulk(
         actions,
         chunk_size=len(actions),
         max_chunk_bytes=200 * 1024 * 1024,
         expand_action_callback=_identity,
-        raise_on_error=False,
         raise_on_exception=True,
         max_retries=options.max_retries,
         initial_backoff=options.initial_backoff,
@@ -116,12 +111,11 @@ async def _retry(
         index=index,
         filter_path=RETRY_FILTER,
     )
-    with translated("bulk"):
-        async for success, info in stream:
-            _, item = next(iter(info.items()))
-            slots = pending.get(str(item.get("_id")))
-            if success and slots:
-                ok[slots.pop()] = True
-            elif not success:
-                failures.append(info)
+    async for success, info in stream:
+        _, item = next(iter(info.items()))
+        slots = pending.get(str(item.get("_id")))
+        if success and slots:
+            ok[slots.pop()] = True
+        elif not success:
+            failures.append(info)
     return failures

@@ -10,7 +10,9 @@ under the root that are gone from the tree have all their chunks deleted.
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
 an unreadable directory — when its library fails on it (a corrupt PDF), or when it yields no text (an
-empty file). Such a file's earlier chunks, if any, are left in place.
+empty file). Such a file's earlier chunks, if any, are left in place. The files under a directory that
+cannot be listed are unknown, not gone: their chunks stay, and the report names the directory
+(``unreadable_dirs``; the CLI exits non-zero on it).
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class DocsSource:
         found: list[str] = []
 
         def on_error(exc: OSError) -> None:
-            self.walk_errors.append((str(exc.filename), f"unreadable directory: {exc.strerror or exc}"))
+            why = f"unreadable directory: {exc.strerror or exc} (chunks of its files kept)"
+            self.walk_errors.append((str(exc.filename), why))
 
         for folder, dirs, names in os.walk(self.path, onerror=on_error):
             dirs.sort()
@@ -215,6 +218,11 @@ async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> in
     return ok
 
 
+def _under_any(path: str, folders: list[str]) -> bool:
+    """Whether ``path`` lies in one of ``folders`` (whose listing failed: its files are unknown)."""
+    return any(path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders)
+
+
 def _directory(root: Path) -> Path:
     if not root.is_dir():
         raise InputError("not a directory", source=str(root))
@@ -239,8 +247,9 @@ async def load_docs(
     for path, count in source.changed.items():
         if path in state:
             clauses.append({"bool": {"filter": [{"term": {"path": path}}, {"range": {"chunk": {"gte": count}}}]}})
-    gone = [path for path in state if path not in source.seen]
+    unreadable = [folder for folder, _ in source.walk_errors]
+    gone = [path for path in state if path not in source.seen and not _under_any(path, unreadable)]
     clauses += [{"term": {"path": path}} for path in gone]
     deleted = await _delete(store, report.index, clauses) if clauses else 0
-    extra = {"files_new_or_changed": len(source.changed), "files_removed": len(gone)}
+    extra = {"files_new_or_changed": len(source.changed), "files_removed": len(gone), "unreadable_dirs": unreadable}
     return dataclasses.replace(report, deleted=deleted, extra=extra)

@@ -12,9 +12,13 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hopsearch.service.errors import InputError
 from hopsearch.service.lang import is_cjk
+
+if TYPE_CHECKING:
+    from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,34 @@ def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
 
 
 _HTML_BLOCKS = "h1,h2,h3,h4,h5,h6,p,li,pre,blockquote,td,th,dt,dd,figcaption"
+#: Page chrome rather than content: navigation, banners, site footers, sidebars; texinfo's
+#: "Next: … Previous: … Up: …" panels (``nav-panel``, older ``header``), DocBook's ``navheader``/``navfooter``.
+_HTML_CHROME = (
+    "nav,aside,[role=navigation],[role=banner],[role=contentinfo],[role=search],"
+    ".nav-panel,.navheader,.navfooter,.navigation,.breadcrumb,.breadcrumbs,.skip-link"
+)
+_SECTIONING = {"article", "main", "section"}
+#: A paragraph that is nothing but a navigation line: "Next: X, Previous: Y, Up: Z".
+_NAV_LINE = re.compile(r"^(?:\W*(?:next|previous|prev|up|contents|index|home)\s*:[^:]*?){2,}$", re.IGNORECASE)
+
+
+def _in_sectioning(node: LexborNode) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.tag in _SECTIONING:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _drop_chrome(tree: LexborHTMLParser) -> None:
+    """Remove navigation, header and footer boilerplate (an ``<article>``'s own header, which carries
+    its title, stays)."""
+    for node in tree.css(_HTML_CHROME):
+        node.decompose()
+    for node in tree.css("header,footer,div.header,div.footer"):
+        if not _in_sectioning(node):
+            node.decompose()
 
 
 def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
@@ -103,6 +135,7 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
     tree = LexborHTMLParser(_decode(data))
     for node in tree.css("script,style,noscript,template"):
         node.decompose()
+    _drop_chrome(tree)
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node is not None else None
     blocks: list[Block] = []
@@ -110,7 +143,7 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
         if len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
             continue  # its inner blocks come on their own
         text = _collapse(node.text(separator=" "))
-        if text:
+        if text and not _NAV_LINE.match(text):
             tag = node.tag or ""
             blocks.append(Block(text, int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0))
     if not blocks and tree.body is not None:

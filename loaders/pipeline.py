@@ -214,7 +214,7 @@ async def run_load(
         raise ConfigError(f"checkpoint {ck_path} belongs to {previous.kind} load of {previous.source}")
     if previous is not None and previous.source_size != size:
         raise ConfigError(f"{source.path} changed since checkpoint {ck_path} was written; start over")
-    if previous is not None and previous.done:
+    if previous is not None and (previous.done or (options.limit is not None and previous.read >= options.limit)):
         log.info("checkpoint %s says this load is complete", ck_path)
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
     if options.resume and previous is None:

@@ -12,13 +12,10 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from hopsearch.service.errors import InputError
-from hopsearch.service.store import Store
-from hopsearch.service.types import Embedder
 
 Dataset = Literal["hotpotqa", "2wiki", "musique"]
 _2WIKI_TYPES = frozenset({"comparison", "inference", "compositional", "bridge_comparison"})
@@ -123,55 +120,3 @@ def read_questions(path: Path, *, limit: int | None = None) -> list[QARecord]:
             raise InputError("a record must be a JSON object", source=str(path), position=position)
         out.append(parse_record(raw, source=str(path), position=position))
     return out
-
-
-def context_passages(records: list[QARecord]) -> list[dict[str, Any]]:
-    """The distinct context paragraphs of ``records`` as passage documents (``_id`` included)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for record in records:
-        for para in record.paragraphs:
-            seen.setdefault(
-                para.passage_id,
-                {
-                    "_id": para.passage_id,
-                    "title": para.title,
-                    "text": para.text,
-                    "source": "qa",
-                    "metadata": {"dataset": record.dataset},
-                },
-            )
-    return list(seen.values())
-
-
-async def index_contexts(
-    store: Store, records: list[QARecord], embedder: Embedder | None, *, batch_size: int = 256
-) -> tuple[int, int]:
-    """Index the distinct context paragraphs of ``records`` into the passages alias (created if
-    missing). Ids are deterministic, so re-running indexes nothing twice. Returns (indexed, already
-    present)."""
-    index = await store.ensure_indices(embedder)
-    passages = context_passages(records)
-    present: set[str] = set()
-    for start in range(0, len(passages), 1000):
-        ids = [p["_id"] for p in passages[start : start + 1000]]
-        found = await store.search(index, {"size": len(ids), "query": {"ids": {"values": ids}}, "_source": False})
-        present.update(hit["_id"] for hit in found["hits"]["hits"])
-    todo = [p for p in passages if p["_id"] not in present]
-    now = datetime.now(UTC).isoformat()
-    indexed = 0
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        vectors = await embedder.embed([f"{p['title']}\n{p['text']}" for p in batch]) if embedder else None
-        actions = []
-        for pos, passage in enumerate(batch):
-            source = {k: v for k, v in passage.items() if k != "_id"}
-            source.update({"doc_id": passage["_id"], "indexed_at": now})
-            if vectors is not None:
-                source["embedding"] = vectors[pos]
-            actions.append({"_index": index, "_id": passage["_id"], "_source": source})
-        ok, errors = await store.bulk(actions)
-        if errors:
-            raise InputError(f"{len(errors)} context passages were rejected: {errors[0]}", source="context")
-        indexed += ok
-    await store.refresh(index)
-    return indexed, len(present)

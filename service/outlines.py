@@ -24,6 +24,8 @@ from hopsearch.service.entities import entity_key
 from hopsearch.service.store import Store
 
 MAX_FACTS = 100
+#: The text fields an outline search matches, with their boosts (the CLI and HTTP searches share them).
+TEXT_FIELDS = ("entity^3", "aliases^2", "facts.summary")
 
 
 def _time(value: Any) -> datetime:
@@ -155,6 +157,40 @@ def outline_id(namespace: str, key: str) -> str:
     return hashlib.sha1(f"{namespace}\x00{key}".encode()).hexdigest()
 
 
+def entity_query(entity: str, namespace: str | None = None, *, phrase: bool = False) -> dict[str, Any]:
+    """Outlines of an entity: its entity key, its exact name or alias, or the normalised keys DualRAG
+    stores outlines under. ``phrase`` adds case-insensitive (still literal) phrase matches on the name
+    and aliases."""
+    names = sorted({entity, entity.strip(), entity.strip().casefold()})
+    should: list[dict[str, Any]] = [{"terms": {"entity_key": names}}]
+    should += [{"terms": {"entity.keyword": names}}, {"terms": {"aliases.keyword": names}}]
+    key = entity_key(entity)
+    if key:
+        should.append({"term": {"keys": key}})
+    if phrase:
+        should += [{"match_phrase": {field: entity}} for field in ("entity", "aliases")]
+    query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
+    if namespace:
+        query["bool"]["filter"] = [{"term": {"namespace": namespace}}]
+    return query
+
+
+def search_body(
+    *, query: str | None = None, entity: str | None = None, namespace: str | None = None, size: int = 10
+) -> dict[str, Any]:
+    """The outline search: full text over names, aliases and facts (:data:`TEXT_FIELDS`) and/or an
+    entity (:func:`entity_query`), within a namespace where one is given."""
+    must: list[dict[str, Any]] = []
+    if query:
+        must.append(
+            {"multi_match": {"query": query, "fields": list(TEXT_FIELDS), "type": "best_fields", "tie_breaker": 0.3}}
+        )
+    if entity:
+        must.append(entity_query(entity, phrase=True))
+    filters = [{"term": {"namespace": namespace}}] if namespace else []
+    return {"size": size, "query": {"bool": {"must": must or [{"match_all": {}}], "filter": filters}}}
+
+
 class OutlineStore(Protocol):
     """Where outlines persist between questions."""
 
@@ -207,17 +243,19 @@ class EsOutlineStore:
         await asyncio.gather(*(self._save_one(outline) for outline in outlines if outline.key))
 
     async def search(self, namespace: str, query: str, *, size: int = 10) -> list[EntityOutline]:
-        match = {
-            "multi_match": {
-                "query": query,
-                "fields": ["entity^3", "aliases^2", "facts.summary"],
-                "type": "best_fields",
-                "tie_breaker": 0.3,
-            }
-        }
-        body = {
-            "size": size,
-            "query": {"bool": {"must": [match], "filter": [{"term": {"namespace": namespace}}]}},
-        }
-        response = await self.store.search(self.index, body)
+        response = await self.search_hits(query=query, namespace=namespace, size=size)
         return [EntityOutline.from_document(hit["_source"]) for hit in response["hits"]["hits"]]
+
+    async def search_hits(
+        self, *, query: str | None = None, entity: str | None = None, namespace: str | None = None, size: int = 10
+    ) -> dict[str, Any]:
+        """The search response of :func:`search_body` (hits with ``_id``, ``_score``, ``_source``)."""
+        return await self.store.search(
+            self.index, search_body(query=query, entity=entity, namespace=namespace, size=size)
+        )
+
+    async def latest_hit(self, entity: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The most recently updated outline of an entity (by key, name or alias) as a search hit."""
+        body = {"size": 1, "query": entity_query(entity, namespace), "sort": [{"updated_at": {"order": "desc"}}]}
+        hits = (await self.store.search(self.index, body)).get("hits", {}).get("hits", [])
+        return dict(hits[0]) if hits else None

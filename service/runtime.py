@@ -28,7 +28,9 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, settings: Settings, *, refresh_traces: bool = False) -> Runtime:
+    async def open(cls, settings: Settings, *, passages: str | None = None, refresh_traces: bool = False) -> Runtime:
+        """Clients over ``settings``; ``passages`` is the index or alias retrieval reads (default: the
+        settings' passages alias)."""
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -41,7 +43,7 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder),
+            retriever=EsRetriever(store, embedder, index=passages),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 

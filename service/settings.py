@@ -22,6 +22,11 @@ from pydantic_settings import (
 
 UrlList = Annotated[list[str], NoDecode]
 
+#: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
+DEFAULT_DEADLINE_S = 300.0
+DEFAULT_OUTLINE_NAMESPACE = "default"
+DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
+
 
 def _default_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
@@ -80,14 +85,15 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
-    llm_deadline: float = Field(300.0, gt=0, description="Overall deadline of one question, seconds.")
+    llm_deadline: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )
-    llm_stop_fallback: Literal["followup", "cut"] = Field(
-        "followup",
-        description="Where the server does not report `stop_reason`: read the marker with a short "
-        "follow-up completion, or generate without the stop strings and cut client-side.",
+    llm_stop_fallback: Literal["stream", "followup", "cut"] = Field(
+        "stream",
+        description="Where the server does not report `stop_reason`: stream without the stop strings and "
+        "stop reading at the first marker (one request), read the marker with a short follow-up "
+        "completion, or generate without the stop strings to `max_tokens` and cut client-side.",
     )
 
     # --- HTTP service (`hopsearch serve`) ---------------------------------------------------------
@@ -104,13 +110,20 @@ class Settings(BaseSettings):
     api_max_concurrent_asks: int = Field(
         8, ge=1, description="`_ask` requests served at once; more are refused with 429."
     )
+    api_max_queries: int = Field(1024, ge=1, description="Queries one Search-R1 `POST /retrieve` batch may hold.")
+    retrieve_mode: Literal["bm25", "dense", "hybrid"] = Field(
+        "bm25", description="Retrieval mode of the Search-R1 `POST /retrieve` route (a request may override it)."
+    )
+    retrieve_topk: int = Field(3, ge=1, description="`topk` of a Search-R1 `POST /retrieve` request that names none.")
 
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
-        "default", min_length=1, description="DualRAG outlines are stored and reused within this namespace."
+        DEFAULT_OUTLINE_NAMESPACE,
+        min_length=1,
+        description="DualRAG outlines are stored and reused within this namespace.",
     )
     outline_max_age_s: float = Field(
-        7 * 24 * 3600.0,
+        DEFAULT_OUTLINE_MAX_AGE_S,
         ge=0,
         description="DualRAG reuses stored facts younger than this many seconds (0: never reuse).",
     )

@@ -14,7 +14,7 @@ import copy
 import json
 import logging
 import re
-from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from types import ModuleType
@@ -85,7 +85,7 @@ class Store:
         await self.close()
 
     @property
-    def helpers(self) -> ModuleType:
+    def _helpers(self) -> ModuleType:
         """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
         if self.info.major >= 8:
             from elasticsearch import helpers
@@ -113,12 +113,7 @@ class Store:
     async def ensure_indices(self, embedder: Embedder | None = None) -> str:
         """Create the passages (version 1 + alias), outlines and traces indices where missing.
         Returns the concrete passages index behind the alias."""
-        for name, template in (
-            (self.settings.outlines_index, "outlines"),
-            (self.settings.traces_index, "traces"),
-        ):
-            if not await self.exists(name):
-                await self._create(name, load_template(template))
+        await self.ensure_side_indices()
         current = await self.passages_index()
         if current is None:
             current = await self.create_passages_version(embedder)
@@ -126,6 +121,24 @@ class Store:
         elif embedder is not None:
             await self.check_embedder(embedder.model_id, embedder.dims, index=current)
         return current
+
+    async def ensure_side_indices(self) -> None:
+        """Create the outlines and traces indices where missing (never the passages index)."""
+        for name, template in (
+            (self.settings.outlines_index, "outlines"),
+            (self.settings.traces_index, "traces"),
+        ):
+            if not await self.exists(name):
+                await self._create(name, load_template(template))
+
+    async def require_passages(self, name: str) -> None:
+        """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""
+        if not await self.exists(name):
+            raise IndexMissing(
+                f"no such passages index or alias [{name}]: load passages first (hopsearch index …), "
+                "or name an existing one with --index",
+                details={"index": name},
+            )
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> None:
         try:
@@ -270,6 +283,10 @@ class Store:
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
 
+    async def cluster_health(self) -> dict[str, Any]:
+        """``GET _cluster/health`` (status, nodes, shards)."""
+        return body_of(await call(self.client.cluster.health(), "cluster health"))
+
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
         A failed search raises with its reason (partial answers are not silently dropped)."""
@@ -297,6 +314,34 @@ class Store:
             request = self.client.bulk(body=body, index=index, filter_path=filter_path)
         return body_of(await call(request, "bulk"))
 
+    async def stream_bulk(
+        self,
+        actions: Iterable[Any] | AsyncIterable[Any],
+        *,
+        max_retries: int = 5,
+        initial_backoff: float = 1,
+        raise_on_exception: bool = False,
+        **options: Any,
+    ) -> AsyncIterator[tuple[bool, dict[str, Any]]]:
+        """``(ok, item)`` per action through the library's ``async_streaming_bulk`` (429s retried with
+        back-off; item errors yielded, not raised). An action may be a pair of ready NDJSON lines
+        ``(action, source)`` as bytes: the 7.x client is given them as text. ``options`` go to the
+        helper (``index``, ``filter_path``, ``chunk_size``…)."""
+        if self.info.major < 8 and isinstance(actions, Iterable):
+            actions = (_as_text(action) for action in actions)
+        stream = self._helpers.async_streaming_bulk(
+            self.client,
+            actions,
+            raise_on_error=False,
+            raise_on_exception=raise_on_exception,
+            max_retries=max_retries,
+            initial_backoff=initial_backoff,
+            **options,
+        )
+        with translated("bulk"):
+            async for success, item in stream:
+                yield success, item
+
     async def bulk(
         self,
         actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
@@ -306,20 +351,18 @@ class Store:
         """Index ``actions`` with the library's streaming helper; returns (ok count, per-item errors)."""
         ok = 0
         errors: list[dict[str, Any]] = []
-        stream = self.helpers.async_streaming_bulk(
-            self.client,
-            actions,
-            raise_on_error=False,
-            raise_on_exception=False,
-            max_retries=5,
-            initial_backoff=1,
-        )
-        with translated("bulk"):
-            async for success, item in stream:
-                if success:
-                    ok += 1
-                else:
-                    errors.append(dict(item))
+        async for success, item in self.stream_bulk(actions):
+            if success:
+                ok += 1
+            else:
+                errors.append(dict(item))
         if refresh:
             await self.refresh()
         return ok, errors
+
+
+def _as_text(action: Any) -> Any:
+    """A pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
+    if isinstance(action, tuple) and all(isinstance(line, bytes) for line in action):
+        return tuple(line.decode() for line in action)
+    return action

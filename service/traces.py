@@ -35,8 +35,11 @@ StepKind = Literal[
     "decompose",
     "hyde",
 ]
-#: ``retrieve``: look it up; ``parametric``: answer from the model alone; ``final``: final answer.
-Decision = Literal["retrieve", "parametric", "final"]
+#: ``retrieve``: look it up; ``parametric``: answer from the model alone; ``final``: final answer;
+#: ``repeat``: the model asked again what it had already asked in this question (after
+#: :func:`~hopsearch.service.strategies.steps.normalise_query`), so nothing is retrieved again and
+#: the strategy moves on to its final answer over what it found the first time.
+Decision = Literal["retrieve", "parametric", "final", "repeat"]
 
 
 @dataclass(frozen=True, slots=True)

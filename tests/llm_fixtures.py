@@ -10,15 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from hopsearch.service.llm import StopFallback
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
 #: Server flavours the strategy tests run over: vLLM-like (``stop_reason``) and llama.cpp-like
 #: (no ``stop_reason``) with each fallback.
-FLAVOURS = ["vllm", "llamacpp-followup", "llamacpp-cut"]
+FLAVOURS = ["vllm", "llamacpp-stream", "llamacpp-followup", "llamacpp-cut"]
 EXPECTED_METHOD = {
     "vllm": "stop_reason",
+    "llamacpp-stream": "fallback-stream",
     "llamacpp-followup": "fallback-followup",
     "llamacpp-cut": "fallback-cut",
 }
@@ -115,6 +117,11 @@ def server_for(flavour: str, script: Any, **faults: Any) -> ScriptedLLM:
     return ScriptedLLM(script, report_stop_reason=flavour == "vllm", **faults)
 
 
+def fallback_for(flavour: str) -> StopFallback:
+    """The stop-string fallback a flavour's strategies are built with (as the registry does from settings)."""
+    return flavour.rsplit("-", 1)[-1] if flavour.startswith("llamacpp-") else "stream"  # type: ignore[return-value]
+
+
 def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vllm", **overrides: Any) -> Settings:
     servers = [server] if isinstance(server, ScriptedLLM) else list(server)
     values: dict[str, Any] = {
@@ -125,7 +132,7 @@ def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vl
         "llm_retries": 3,
         "llm_backoff_base": 0.01,
         "llm_backoff_max": 0.05,
-        "llm_stop_fallback": "cut" if flavour.endswith("cut") else "followup",
+        "llm_stop_fallback": fallback_for(flavour),
         "state_dir": Path("/nonexistent-state"),
     }
     values.update(overrides)

@@ -5,6 +5,9 @@ A real HTTP server (aiohttp) in its own thread and event loop, so both async tes
 what the "model" generates; the server then applies what a real server does: stop strings (cut at
 the earliest, report ``stop_reason`` = that string unless ``report_stop_reason`` is off),
 ``max_tokens`` (whitespace tokens; ``finish_reason`` ``length``), usage (whitespace token counts).
+``stream: true`` answers server-sent events, one whitespace token per event, like llama-cpp-python
+(no usage, the finish reason on the last event); ``streamed`` records per stream how many events
+were sent before the client closed it or the stream ended.
 Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
 ``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
 """
@@ -12,6 +15,7 @@ Faults: the first ``fail_first`` generation requests answer ``fail_status``; the
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import threading
@@ -23,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 _TOKEN = re.compile(r"\S+")
+_PIECE = re.compile(r"\s*\S+|\s+$")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class ScriptedLLM:
         self.hang = hang
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.streamed: list[int] = []
         self.generation_requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -168,6 +174,8 @@ class ScriptedLLM:
         prompt = str(body["prompt"])
         self.requests.append({**body, "_prompt": prompt, "_at": time.monotonic()})
         text, finish, reason = self._generate(ScriptRequest("completions", prompt, body), body)
+        if body.get("stream"):
+            return await self._stream(request, "text_completion", text, finish)
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
         return self._reply("text_completion", choice, reason, prompt, text)
 
@@ -180,6 +188,8 @@ class ScriptedLLM:
         prompt = str(messages[-1]["content"])
         self.requests.append({**body, "_prompt": prompt, "_at": time.monotonic()})
         text, finish, reason = self._generate(ScriptRequest("chat", prompt, body), body)
+        if body.get("stream"):
+            return await self._stream(request, "chat.completion.chunk", text, finish)
         message = {"role": "assistant", "content": text}
         choice = {"index": 0, "message": message, "finish_reason": finish}
         rendered = " ".join(str(m["content"]) for m in messages)
@@ -191,6 +201,30 @@ class ScriptedLLM:
             stops = [stops]
         generated = self.script(script_request)
         return apply_limits(generated, list(stops), int(body.get("max_tokens") or 16))
+
+    async def _stream(self, request: web.Request, kind: str, text: str, finish: str) -> web.StreamResponse:
+        """One event per whitespace token, the finish reason on the last; stops when the client goes."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        pieces = _PIECE.findall(text) or [""]
+        sent = 0
+        try:
+            for number, piece in enumerate(pieces, start=1):
+                last = finish if number == len(pieces) else None
+                if kind == "text_completion":
+                    choice: dict[str, Any] = {"index": 0, "text": piece, "finish_reason": last}
+                else:
+                    choice = {"index": 0, "delta": {"content": piece}, "finish_reason": last}
+                event = {"id": "scripted", "object": kind, "model": self.model, "choices": [choice]}
+                await response.write(f"data: {json.dumps(event)}\n\n".encode())
+                sent += 1
+                await asyncio.sleep(0.01)  # a token's time: a client that closes is seen before the next
+            await response.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            self.streamed.append(sent)
+        return response
 
     def _reply(self, kind: str, choice: dict[str, Any], reason: str | None, prompt: str, text: str) -> web.Response:
         if self.report_stop_reason:

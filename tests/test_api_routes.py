@@ -3,11 +3,17 @@ in-process through ``httpx.ASGITransport``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from hopsearch.cli.main import main
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
+from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
 from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 
@@ -194,6 +200,36 @@ async def test_outlines_by_entity_alias_and_search(es_node: EsNode) -> None:
     assert search.json()["hits"]["hits"][0]["_source"]["entity_key"] == "richard donner"
     assert by_entity.json()["hits"]["total"]["value"] == 1
     assert none.json()["hits"]["total"]["value"] == 0
+
+
+async def test_cli_and_http_outline_searches_rank_alike(es_node: EsNode) -> None:
+    now = datetime.now(UTC)
+
+    def fact(summary: str, question: str = "q") -> Fact:
+        return Fact(summary, question, "sub", ("p-1",), "gemma", now, "trace-1")
+
+    outlines = [
+        EntityOutline("default", "Lethal Weapon", ("Lethal Weapon 1",), (fact("A 1987 action film."),)),
+        EntityOutline("default", "Richard Donner", ("Dick Donner",), (fact("He directed Lethal Weapon."),)),
+        EntityOutline("default", "Mel Gibson", (), (fact("Starred in Lethal Weapon and Lethal Weapon 2."),)),
+        EntityOutline("default", "Weapon X", (), (fact("A comic story."),)),
+        EntityOutline("default", "Danny Glover", (), (fact("An American actor.", "Who starred in Lethal Weapon?"),)),
+        EntityOutline("elsewhere", "Lethal Dose", (), (fact("Lethal weapon of choice."),)),
+    ]
+    async with serving(es_node.url, load=False) as api:
+        await EsOutlineStore(await api.store()).save(outlines)
+        env = {"HOPSEARCH_ES_URL": api.settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": api.settings.index_prefix}
+
+        def cli() -> list[str]:
+            result = CliRunner().invoke(main, ["outlines", "search", "lethal weapon", "--json"], env=env)
+            assert result.exit_code == 0, result.output
+            return [doc["entity"] for doc in json.loads(result.output)]
+
+        by_cli = await asyncio.to_thread(cli)
+        response = await api.client.post("/_outlines/_search", json={"query": "lethal weapon", "namespace": "default"})
+    by_http = [hit["_source"]["entity"] for hit in response.json()["hits"]["hits"]]
+    assert len(by_cli) >= 3 and "Lethal Dose" not in by_cli
+    assert by_http == by_cli
 
 
 async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> None:

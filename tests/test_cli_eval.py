@@ -31,11 +31,16 @@ def test_eval_scores_writes_rows_and_traces(es8_node: EsNode, shared_questions_p
             "HOPSEARCH_LLM_BASE_URL": server.base_url,
             "HOPSEARCH_LLM_MODEL": "scripted",
             "COLUMNS": "200",
+            "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
         }
         args = ["eval", str(shared_questions_path), "--strategy", "single", "--limit", "3", "--corpus-from-context"]
         result = CliRunner().invoke(main, [*args, "--out", str(out), "--concurrency", "2"], env=env)
     assert result.exit_code == 0, result.output
-    assert re.search(r"corpus: indexed \d+ context passages", result.output)
+    assert re.search(r"corpus: indexed \d+ context passages \(0 already present; 0 rejected", result.output)
+    assert [p.name.split(".")[-2:] for p in sorted((tmp_path / "state" / "loads").iterdir())] == [
+        ["checkpoint", "json"],
+        ["deadletter", "jsonl"],
+    ]
     assert "single on 2wiki_dev100.jsonl" in result.output and "bridge_comparison" in result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and {r["type"] for r in rows} <= {"bridge_comparison", "compositional", "comparison"}

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from hopsearch.cli.index import _print
+from hopsearch.cli.index import EXIT_REJECTED, _print
 from hopsearch.cli.main import main
 from hopsearch.loaders.model import LoadReport
 from tests.conftest import EsNode
@@ -42,12 +42,13 @@ def test_index_dpr_prints_reconciliation_and_resumes(cli_env: dict[str, str], tm
     dpr_with_bad_rows(path, 1000)
     runner = CliRunner()
     result = runner.invoke(main, ["index", "dpr", str(path), "--quiet"], env=cli_env)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == EXIT_REJECTED, result.output  # rejects: a script can tell
     assert "read 1,004 = indexed 1,000 + rejected 4 + skipped 0  [reconciled]" in result.output
-    assert "dead letters:" in result.output
+    assert "dead letters:" in result.output and "4 records rejected" in result.stderr
     assert count(cli_env) == 1000
 
-    again = runner.invoke(main, ["index", "dpr", str(path), "--resume", "--json", "--quiet"], env=cli_env)
+    args = ["index", "dpr", str(path), "--resume", "--json", "--quiet", "--allow-rejects"]
+    again = runner.invoke(main, args, env=cli_env)
     assert again.exit_code == 0, again.output
     report = json.loads(again.output)
     assert report["reconciled"] and report["read"] == 1004 and report["indexed"] == 1000
@@ -71,7 +72,7 @@ def test_index_jsonl_qa_and_docs(cli_env: dict[str, str], tmp_path: Path, shared
     (docs / "b.pdf").write_bytes(make_pdf(["Bravo report"]))
     (docs / "bad.pdf").write_bytes(b"not a pdf at all")
     result = runner.invoke(main, ["index", "docs", str(docs), "--quiet"], env=cli_env)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == EXIT_REJECTED, result.output
     assert "read 3 = indexed 2 + rejected 1 + skipped 0  [reconciled]" in result.output
     assert count(cli_env) == 2 + qa["indexed"] + 2
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from hopsearch.cli.ask import ask
 from hopsearch.cli.llm import llm
+from hopsearch.cli.render import EMPTY_ANSWER
 from hopsearch.service.store import Store
 from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
 from tests.test_deeprag_es import loaded
@@ -34,7 +35,7 @@ async def test_ask_prints_answer_citations_and_steps(store: Store, tmp_path: Pat
     await loaded(store)
     with server_for(flavour, MODEL) as server:
         env = env_for(store, server.base_url, tmp_path)
-        args = ["Who directed Lethal Weapon?", "--index", store.settings.index_prefix]
+        args = ["Who directed Lethal Weapon?", "--prefix", store.settings.index_prefix]
         result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
         as_json = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--json"], env=env)
     assert result.exit_code == 0, result.output
@@ -52,7 +53,7 @@ async def test_ask_reports_a_failure_with_its_trace(store: Store, tmp_path: Path
     await loaded(store)
     with server_for("vllm", MODEL, fail_first=100) as server:
         env = env_for(store, server.base_url, tmp_path) | {"HOPSEARCH_LLM_RETRIES": "1"}
-        args = ["Who directed Lethal Weapon?", "--index", store.settings.index_prefix, "--strategy", "single"]
+        args = ["Who directed Lethal Weapon?", "--prefix", store.settings.index_prefix, "--strategy", "single"]
         result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
     assert result.exit_code == 1
     assert "Answer:   (none)" in result.output and "LLMUnavailable" in result.output
@@ -76,3 +77,61 @@ def test_llm_up_vllm_without_the_package_is_a_clear_error(tmp_path: Path) -> Non
         llm, ["up", "--engine", "vllm", "--model", "x"], env={"HOPSEARCH_STATE_DIR": str(tmp_path)}
     )
     assert result.exit_code == 1 and "needs the `vllm` package" in result.output
+
+
+async def test_an_empty_answer_is_said_to_be_empty(store: Store, tmp_path: Path) -> None:
+    await loaded(store)
+    with server_for("vllm", lambda request: "") as server:  # the model writes nothing at all
+        env = env_for(store, server.base_url, tmp_path)
+        args = ["Who directed Lethal Weapon?", "--prefix", store.settings.index_prefix, "--strategy", "single"]
+        result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert f"Answer:   {EMPTY_ANSWER}" in result.output and "(empty output)" in result.output
+    assert "Answer:   \n" not in result.output
+
+
+async def test_ask_index_is_an_index_or_alias_and_a_missing_one_creates_nothing(store: Store, tmp_path: Path) -> None:
+    """``ask --index`` means what ``search --index`` means; a missing passages index is an error."""
+    await loaded(store)
+    prefix = store.settings.index_prefix
+    concrete = await store.passages_index()
+    assert concrete is not None
+    before = sorted(await indices_under(store, prefix))
+    missing = f"{prefix}-nothing-here"
+    with server_for("vllm", MODEL) as server:
+        env = env_for(store, server.base_url, tmp_path) | {"HOPSEARCH_INDEX_PREFIX": prefix}
+        args = ["Who directed Lethal Weapon?", "--strategy", "single"]
+        refused = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--index", missing], env=env)
+        after_refusal = sorted(await indices_under(store, prefix))
+        by_name = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--index", concrete], env=env)
+    assert refused.exit_code == 1 and f"no such passages index or alias [{missing}]" in refused.output
+    assert after_refusal == before  # nothing created: no <missing>-passages-v1, -outlines, -traces
+    assert by_name.exit_code == 0, by_name.output
+    assert "[1] p-lethal  Lethal Weapon" in by_name.output
+
+
+async def indices_under(store: Store, prefix: str) -> list[str]:
+    found = await store.client.indices.get(index=f"{prefix}*", allow_no_indices=True, ignore_unavailable=True)
+    return list(dict(found))
+
+
+async def test_eval_index_missing_is_an_error_and_creates_nothing(store: Store, tmp_path: Path) -> None:
+    from hopsearch.cli.evaluate import evaluate
+
+    prefix = store.settings.index_prefix
+    questions = tmp_path / "q.jsonl"
+    record = {
+        "_id": "q1",
+        "question": "Who directed Lethal Weapon?",
+        "answer": "Richard Donner",
+        "type": "comparison",
+        "level": "easy",
+        "context": [["Lethal Weapon", ["Lethal Weapon was directed by Richard Donner."]]],
+    }
+    questions.write_text(json.dumps(record) + "\n")
+    with server_for("vllm", MODEL) as server:
+        env = env_for(store, server.base_url, tmp_path) | {"HOPSEARCH_INDEX_PREFIX": prefix}
+        args = [str(questions), "--strategy", "single", "--index", f"{prefix}-absent", "--out", str(tmp_path / "o")]
+        refused = await asyncio.to_thread(CliRunner().invoke, evaluate, args, env=env)
+    assert refused.exit_code == 1 and f"no such passages index or alias [{prefix}-absent]" in refused.output
+    assert await indices_under(store, prefix) == []

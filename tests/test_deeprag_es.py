@@ -10,7 +10,7 @@ from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval
 from hopsearch.service.traces import ElasticsearchTraceSink
-from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, server_for, settings_for
+from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, fallback_for, server_for, settings_for
 
 FLAVOURS_ES = ["vllm", "llamacpp-followup"]
 MODEL = DeepRAGModel(
@@ -45,7 +45,9 @@ async def test_deeprag_context_comes_from_elasticsearch_and_the_trace_lands_ther
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for(flavour, MODEL) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions())
+            answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
+                QUESTION, AskOptions()
+            )
     answer.raise_for_error()
     assert answer.text == "2021"
     context_prompts = [p for p in server.prompts if "\nContext: " in p and p.endswith("Intermediate answer:")]

@@ -19,6 +19,7 @@ from tests.llm_fixtures import (
     DeepRAGModel,
     ListRetriever,
     PlanStep,
+    fallback_for,
     server_for,
     settings_for,
 )
@@ -52,7 +53,7 @@ async def run(
     sink = MemoryTraceSink()
     with server_for(flavour, model, **faults) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, options)
+            answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(QUESTION, options)
     return answer, retriever, server, sink
 
 
@@ -156,7 +157,8 @@ async def test_a_timeout_then_success_is_retried(flavour: str) -> None:
     retriever, sink = ListRetriever(PASSAGES), MemoryTraceSink()
     with server_for(flavour, JAWS, delay_first=1, delay_s=2.0) as server:
         async with LLMClient(settings_for(server, flavour, llm_timeout=0.4)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions())
+            strategy = DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour))
+            answer = await strategy.answer(QUESTION, AskOptions())
     answer.raise_for_error()
     first = sink.documents[answer.trace.trace_id]["steps"][0]
     assert first["attempts"][0]["status"] is None and "timeout" in first["attempts"][0]["error"]
@@ -170,7 +172,7 @@ async def test_a_server_that_never_answers_fails_cleanly_within_the_deadline(fla
         settings = settings_for(server, flavour, llm_timeout=0.5, llm_retries=10)
         async with LLMClient(settings) as llm:
             started = time.monotonic()
-            answer = await DeepRAG(llm, retriever, sink).answer(
+            answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
                 QUESTION, AskOptions(budget=Budget(deadline_s=deadline))
             )
             elapsed = time.monotonic() - started
@@ -193,7 +195,8 @@ async def test_single_retrieves_once_and_answers(flavour: str) -> None:
 
     with server_for(flavour, script) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await SingleRetrieval(llm, retriever, sink).answer("Who directed Jaws?", AskOptions(k=2))
+            single = SingleRetrieval(llm, retriever, sink, stop_fallback=fallback_for(flavour))
+            answer = await single.answer("Who directed Jaws?", AskOptions(k=2))
     answer.raise_for_error()
     assert answer.text == "Steven Spielberg"
     assert retriever.queries == ["Who directed Jaws?"]

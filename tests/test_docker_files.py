@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from hopsearch.service.settings import Settings
+from tests import packaging
+from tests.packaging import package_folders
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -128,15 +130,38 @@ def test_the_service_is_configured_only_through_real_settings(compose: dict[str,
     assert (DOCKER / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
 
 
-def test_dockerfile_builds_from_the_repository_and_serves() -> None:
-    text = (DOCKER / "Dockerfile").read_text()
-    for line in text.splitlines():
-        if line.startswith("COPY "):
-            for source in line.split()[1:-1]:
-                assert (ROOT / source).exists(), source
-    assert re.search(r"^FROM python:3\.1[1-9]", text, re.M)
-    assert "hopsearch serve" in text and f"EXPOSE {Settings.model_fields['api_port'].default}" in text
-    assert re.search(r"^USER (?!root)", text, re.M)
+def test_dockerfile_builds_the_wheel_then_installs_it_as_a_non_root_user(compose: dict[str, Any]) -> None:
+    build, final = packaging.stages()
+    assert build.name and re.fullmatch(r"python:3\.1[1-9]-slim", build.base) and final.base == build.base
+    copied: set[str] = set()
+    for args in build.args_of("COPY"):
+        *sources, _ = args.split()
+        for source in sources:
+            assert (ROOT / source).exists(), source
+            copied.add(source)
+    assert copied == {"pyproject.toml", "setup.py", "README.md", *package_folders()}  # what setup.py packages
+    assert any(re.fullmatch(r"pip wheel .*--no-deps .*--wheel-dir /wheels \.", run) for run in build.args_of("RUN"))
+    assert final.args_of("COPY") == [f"--from={build.name} /wheels /tmp/wheels"]  # no source in the image
+    [install] = final.args_of("RUN")[:1]
+    assert install.startswith("pip install /tmp/wheels/hopsearch-*.whl && ")
+    [user] = final.args_of("USER")
+    assert user not in ("root", "0") and any(f"useradd --system --uid 10001 {user}" in r for r in final.args_of("RUN"))
+
+
+def test_the_image_runs_what_the_installed_package_test_runs(compose: dict[str, Any]) -> None:
+    """The health check and CMD tests/test_installed_package.py runs are this file's (read from it)."""
+    _, final = packaging.stages()
+    runtime = packaging.runtime()
+    port = runtime.env["HOPSEARCH_API_PORT"]
+    assert port == str(Settings.model_fields["api_port"].default) and final.args_of("EXPOSE") == [port]
+    assert runtime.cmd == ["sh", "-c", "hopsearch init && exec hopsearch serve"]
+    assert runtime.healthcheck[:2] == ["python", "-c"] and "HOPSEARCH_API_PORT" in runtime.healthcheck[2]
+    assert "/_health" in runtime.healthcheck[2]
+    service = compose["services"]["hopsearch"]
+    assert "healthcheck" not in service and "command" not in service and "entrypoint" not in service
+    assert service["environment"]["HOPSEARCH_API_PORT"] == port
+    bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    assert runtime.extra_packages and all(f'--no-deps "{pin}"' in bootstrap for pin in runtime.extra_packages)
 
 
 def test_the_import_step_posts_the_ndjson_to_kibana(compose: dict[str, Any]) -> None:

@@ -133,7 +133,8 @@ async def test_at_most_five_iterations_then_one_final_answer() -> None:
         summaries={"Jaws": "Jaws is a film."},
         answer="x",
     )
-    options = AskOptions(budget=Budget(max_steps=10, max_retrievals=10, max_llm_calls=100))
+    # The same keyword every time: the repeat guard would stop at the second iteration.
+    options = AskOptions(budget=Budget(max_steps=10, max_retrievals=10, max_llm_calls=100), repeat_guard=False)
     answer, doc, retriever, _ = await run(model, options)
     answer.raise_for_error()
     assert kinds(doc).count("reason") == 5 and kinds(doc).count("answer") == 1
@@ -148,7 +149,7 @@ async def test_retrieval_budget_and_no_entities_stop_the_loop() -> None:
         defaults={"reasoner": reason("more", True), "identifier": entities(("Jaws", ["Jaws"]))},
         summaries={"Jaws": "Jaws is a film."},
     )
-    _, doc, retriever, _ = await run(model, AskOptions(budget=Budget(max_retrievals=2)))
+    _, doc, retriever, _ = await run(model, AskOptions(budget=Budget(max_retrievals=2), repeat_guard=False))
     assert len(retriever.batches) == 2 and final(doc)["decided_by"] == "retrieval-budget"
     nobody = ChatModel(defaults={"reasoner": reason("more", True)})
     _, doc, retriever, _ = await run(nobody)

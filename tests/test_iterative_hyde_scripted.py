@@ -67,7 +67,8 @@ def test_stop_rule_order_and_thresholds() -> None:
     assert stop_rule(2, 5, a(0.59), 0.55, ["q"]) == "no-improvement"
     assert stop_rule(2, 5, a(0.5), 0.6, ["q"]) == "no-improvement"
     assert stop_rule(1, 5, a(0.3, None), None, ["q"]) == "no-next-query"
-    assert stop_rule(1, 5, a(0.3, "Q"), None, ["q"]) == "no-next-query"  # already searched
+    assert stop_rule(1, 5, a(0.3, "Q"), None, ["q"]) == "repeat"  # already searched
+    assert stop_rule(1, 5, a(0.3, "Who directed  Jaws"), None, ["who directed Jaws?"]) == "repeat"
     assert stop_rule(5, 5, a(0.3), 0.1, ["q"]) == "iteration-limit"
     assert read_assessment(assess("85%", "none")) == Assessment(0.85, "r", "m", None)
     assert read_assessment(assess(0.5, "...")).next_query is None  # a placeholder is no query
@@ -82,7 +83,7 @@ def test_stop_rule_order_and_thresholds() -> None:
         ([assess(0.3, "Jaws director"), assess(0.9, "x")], "confidence", 2),
         ([assess(0.3, "Jaws director"), assess(0.32, "Spielberg birth")], "no-improvement", 2),
         ([assess(0.3, "")], "no-next-query", 1),
-        ([assess(0.3, "When was the director of Jaws born?")], "no-next-query", 1),
+        ([assess(0.3, "When was the director of Jaws born?")], "repeat", 1),
         ([assess(0.1 * (n + 1), f"query {n}") for n in range(6)], "iteration-limit", 5),
     ],
 )

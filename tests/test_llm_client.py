@@ -45,11 +45,11 @@ async def test_completion_reports_usage_and_stop_reason() -> None:
     assert len(done.attempts) == 1 and done.attempts[0].status == 200 and done.retries == 0
 
 
-@pytest.mark.parametrize("fallback", ["followup", "cut"])
+@pytest.mark.parametrize("fallback", ["stream", "followup", "cut"])
 async def test_servers_without_stop_reason_still_tell_the_stops_apart(fallback: str) -> None:
     with ScriptedLLM(echo, report_stop_reason=False) as server:
         async with LLMClient(settings_for(server, llm_stop_fallback=fallback)) as llm:
-            done = await complete_until(llm, "a b c", STOPS, max_tokens=20)
+            done = await complete_until(llm, "a b c", STOPS, max_tokens=20, fallback=fallback)
             assert await llm.engine() == "llamacpp"
     assert done.text == " one two three" and done.stop == "\nIntermediate answer:"
     assert done.stop_method == f"fallback-{fallback}"
@@ -142,7 +142,7 @@ async def test_injectable_transport() -> None:
     settings = settings_for([], llm_base_url=["http://llm.invalid/v1"], llm_engine="openai")
     async with LLMClient(settings, transport=httpx.MockTransport(handler)) as llm:
         done = await complete_until(llm, "x", STOPS)
-    assert (done.text, done.stop, done.stop_method) == (" ok", None, "fallback-followup") or done.calls == 2
+    assert (done.text, done.stop, done.stop_method, done.calls) == (" ok", None, "fallback-stream", 1)
 
 
 def test_identify_marker() -> None:

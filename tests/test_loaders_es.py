@@ -9,9 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from hopsearch.loaders.api import load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.api import ensure_qa_contexts, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.checkpoint import read_checkpoint
 from hopsearch.loaders.model import LoadOptions
+from hopsearch.loaders.questions import read_questions
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import EmbedderMismatch, InputError
 from hopsearch.service.store import Store
@@ -107,6 +108,33 @@ async def test_qa_contexts_of_a_question_file(store: Store, tmp_path: Path, shar
     again = await load_qa_contexts(store, shared_questions_path, options(tmp_path))
     await store.refresh()
     assert again.indexed == report.indexed and await store.count() == report.indexed
+
+
+async def test_demo_and_eval_contexts_load_through_the_pipeline(store: Store, tmp_path: Path) -> None:
+    # `hopsearch demo` and `hopsearch eval --corpus-from-context` load with ensure_qa_contexts.
+    path = tmp_path / "questions.jsonl"
+    records = [
+        {"_id": "q1", "question": "Who?", "answer": "A", "type": "bridge", "level": "easy",
+         "context": [["A", ["A is a film."]], ["B", ["B is a film."]]]},
+        {"_id": "q2", "question": "Where?", "answer": "C", "type": "bridge", "level": "easy",
+         "context": [["A", ["A is a film."]], ["Empty", [""]], ["C", ["C is a town."]]]},
+    ]  # fmt: skip
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in records))
+    local = Store(store.settings.model_copy(update={"state_dir": tmp_path / "state"}), store.client, store.info)
+    questions = read_questions(path)
+    first = await ensure_qa_contexts(local, path, questions[:1])
+    assert (first.read, first.indexed, first.extra["already_indexed"]) == (2, 2, 0)
+    report = await ensure_qa_contexts(local, path, questions)  # the rest resumes from the checkpoint
+    assert report.reconciled and (report.read, report.indexed, report.rejected, report.skipped) == (5, 3, 1, 1)
+    assert report.extra["already_indexed"] == 2 and report.resumed_from == 2
+    checkpoint = read_checkpoint(Path(str(report.checkpoint)))
+    assert checkpoint is not None and checkpoint.indexed == 3
+    assert Path(str(report.checkpoint)).parent == tmp_path / "state" / "loads"
+    letters = read_letters(report.dead_letter)
+    assert len(letters) == 1 and letters[0]["line"] == 2 and "empty paragraph" in letters[0]["reason"]
+    again = await ensure_qa_contexts(local, path, questions)  # already indexed: skipped at once
+    assert (again.indexed, again.extra["already_indexed"], again.seconds) == (3, 3, 0.0)
+    assert await local.count() == 3
 
 
 async def test_rebuild_fills_a_new_version_and_swaps(store: Store, tmp_path: Path) -> None:

@@ -122,6 +122,31 @@ def test_qa_contexts_hotpot_array_and_musique(tmp_path: Path) -> None:
     assert read == 2 and len(ids) == 1 and rejections[0]["line"] == 2 and "paragraphs" in str(rejections[0]["reason"])
 
 
+GNU_MANUAL_PAGE = b"""<html><head><title>Overview (GNU Foo)</title></head><body>
+<div class="nav-panel"><p>Next: <a href="a.html">Invoking</a>, Previous: <a href="b.html">Intro</a>,
+Up: <a href="c.html">Top</a> &nbsp; [<a>Contents</a>][<a>Index</a>]</p></div><hr>
+<header><p>Site banner, Sign in</p></header>
+<nav><ul><li>Home</li><li>Docs</li></ul></nav>
+<div class="header"><p>Next: Invoking, Previous: Intro, Up: Top</p></div>
+<article><header><h1>Overview</h1></header><p>Foo rearranges your files.</p></article>
+<h2>Details</h2><p>It runs nightly.</p>
+<p>Next: <a>Invoking</a>, Previous: <a>Intro</a></p>
+<aside><p>Related links</p></aside>
+<footer><p>Copyright 2024 Example Corp.</p></footer>
+</body></html>"""
+
+
+def test_html_navigation_header_and_footer_are_not_content() -> None:
+    title, blocks = extract(".html", GNU_MANUAL_PAGE)
+    assert title == "Overview (GNU Foo)"
+    assert [(b.level, b.text) for b in blocks] == [
+        (1, "Overview"),  # an article's own header stays: it carries the title
+        (0, "Foo rearranges your files."),
+        (2, "Details"),
+        (0, "It runs nightly."),
+    ]
+
+
 def test_extract_markdown_html_docx_pdf(tmp_path: Path) -> None:
     title, blocks = extract(".md", b"# Guide\n\nIntro text.\n\n## Setup\n\n- step one\n- step two\n")
     assert title == "Guide"

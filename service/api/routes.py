@@ -23,9 +23,8 @@ from hopsearch.service.api.models import (
     filter_clause,
 )
 from hopsearch.service.api.state import ApiState
-from hopsearch.service.entities import entity_key
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
-from hopsearch.service.esclient import body_of, call
+from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.types import RetrievalQuery, SearchResult
 
@@ -99,7 +98,7 @@ async def health(request: Request) -> OrjsonResponse:
     try:
         runtime = await state.runtime()
         started = time.perf_counter()
-        cluster = body_of(await call(runtime.store.client.cluster.health(), "cluster health"))
+        cluster = await runtime.store.cluster_health()
         es = {
             "reachable": True,
             "version": runtime.store.info.number,
@@ -159,19 +158,6 @@ async def get_trace(request: Request, trace_id: Annotated[str, Path(min_length=1
     return OrjsonResponse({"_index": index, "_id": trace_id, "found": True, "_source": doc})
 
 
-def _entity_query(entity: str, namespace: str | None) -> dict[str, Any]:
-    names = sorted({entity, entity.strip(), entity.strip().casefold()})
-    should: list[dict[str, Any]] = [{"terms": {"entity_key": names}}]
-    should += [{"terms": {"entity.keyword": names}}, {"terms": {"aliases.keyword": names}}]
-    key = entity_key(entity)  # the normalised keys DualRAG stores outlines under (names and aliases)
-    if key:
-        should.append({"term": {"keys": key}})
-    query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
-    if namespace:
-        query["bool"]["filter"] = [{"term": {"namespace": namespace}}]
-    return query
-
-
 @router.get("/_outlines/{entity}", response_model=None, responses={200: {"model": DocumentResponse}})
 async def get_outline(
     request: Request,
@@ -181,15 +167,10 @@ async def get_outline(
     """The knowledge outline of an entity (by key, name or alias), the most recently updated first."""
     state = state_of(request)
     runtime = await state.runtime()
-    index = state.settings.outlines_index
-    body = {"size": 1, "query": _entity_query(entity, namespace), "sort": [{"updated_at": {"order": "desc"}}]}
-    found = await runtime.store.search(index, body)
-    hits = found.get("hits", {}).get("hits", [])
-    if not hits:
-        raise NotFound(f"no outline for entity [{entity}]", details={"index": index})
-    return OrjsonResponse(
-        {"_index": hits[0]["_index"], "_id": hits[0]["_id"], "found": True, "_source": hits[0]["_source"]}
-    )
+    hit = await EsOutlineStore(runtime.store, state.settings.outlines_index).latest_hit(entity, namespace)
+    if hit is None:
+        raise NotFound(f"no outline for entity [{entity}]", details={"index": state.settings.outlines_index})
+    return OrjsonResponse({"_index": hit["_index"], "_id": hit["_id"], "found": True, "_source": hit["_source"]})
 
 
 @router.post("/_outlines/_search", response_model=None, responses={200: {"model": SearchResponse}})
@@ -198,19 +179,9 @@ async def search_outlines(request: Request, body: OutlineSearchRequest) -> Orjso
     started = time.perf_counter()
     state = state_of(request)
     check_k(state, body.size, "body.size")
-    must: list[dict[str, Any]] = []
-    if body.query:
-        fields = ["entity^2", "aliases^2", "facts.summary", "facts.question"]
-        must.append({"multi_match": {"query": body.query, "fields": fields, "type": "best_fields"}})
-    if body.entity:
-        by_name = _entity_query(body.entity, None)
-        for field in ("entity", "aliases"):  # case-insensitive, still literal (no query syntax)
-            by_name["bool"]["should"].append({"match_phrase": {field: body.entity}})
-        must.append(by_name)
-    filters = [{"term": {"namespace": body.namespace}}] if body.namespace else []
-    query = {"bool": {"must": must or [{"match_all": {}}], "filter": filters}}
     runtime = await state.runtime()
-    found = await runtime.store.search(state.settings.outlines_index, {"size": body.size, "query": query})
+    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
+    found = await outlines.search_hits(query=body.query, entity=body.entity, namespace=body.namespace, size=body.size)
     hits = [
         {"_index": h["_index"], "_id": h["_id"], "_score": h.get("_score"), "_source": h.get("_source", {})}
         for h in found.get("hits", {}).get("hits", [])

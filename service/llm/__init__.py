@@ -2,8 +2,9 @@
 
 from hopsearch.service.llm.client import LLMClient, Message, backoff_delay
 from hopsearch.service.llm.jsonmode import chat_json, parse_json_object, response_format
-from hopsearch.service.llm.stops import complete_until, continue_until, cut_at_first, identify_marker
-from hopsearch.service.llm.types import Attempt, Completion, Engine, JsonReply, StopMethod, Usage
+from hopsearch.service.llm.sse import cut_at_first
+from hopsearch.service.llm.stops import complete_until, continue_until, identify_marker
+from hopsearch.service.llm.types import Attempt, Completion, Engine, JsonReply, StopFallback, StopMethod, Usage
 
 __all__ = [
     "Attempt",
@@ -12,6 +13,7 @@ __all__ = [
     "JsonReply",
     "LLMClient",
     "Message",
+    "StopFallback",
     "StopMethod",
     "Usage",
     "backoff_delay",

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
+from hopsearch.service.llm.sse import read_until
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
 from hopsearch.service.settings import Settings
 
@@ -122,8 +123,11 @@ class LLMClient:
         temperature: float = 0.0,
         deadline: float | None = None,
         extra: Mapping[str, Any] | None = None,
+        stream_cut: Sequence[str] = (),
     ) -> Completion:
-        """``POST /completions``. ``stop`` is reported by ``stop_reason`` where the server sends it."""
+        """``POST /completions``. ``stop`` is reported by ``stop_reason`` where the server sends it.
+        ``stream_cut``: stream instead, and stop reading at the first of these strings, cut
+        client-side (``stop`` names it; see :mod:`~hopsearch.service.llm.sse`)."""
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt,
@@ -133,7 +137,7 @@ class LLMClient:
         if stop:
             body["stop"] = list(stop)
         body.update(extra or {})
-        return await self._generate("/completions", body, stop, deadline)
+        return await self._generate("/completions", body, deadline, stream_cut)
 
     async def chat(
         self,
@@ -145,6 +149,7 @@ class LLMClient:
         continue_final_message: bool = False,
         deadline: float | None = None,
         extra: Mapping[str, Any] | None = None,
+        stream_cut: Sequence[str] = (),
     ) -> Completion:
         """``POST /chat/completions``. ``continue_final_message`` (vLLM) continues the last
         assistant turn inside the model's own chat template instead of opening a new turn."""
@@ -160,13 +165,16 @@ class LLMClient:
             body["continue_final_message"] = True
             body["add_generation_prompt"] = False
         body.update(extra or {})
-        return await self._generate("/chat/completions", body, stop, deadline)
+        return await self._generate("/chat/completions", body, deadline, stream_cut)
 
     async def _generate(
-        self, path: str, body: dict[str, Any], stop: Sequence[str], deadline: float | None
+        self, path: str, body: dict[str, Any], deadline: float | None, stream_cut: Sequence[str] = ()
     ) -> Completion:
         started = time.monotonic()
-        data, attempts = await self.request("POST", path, body, deadline=deadline)
+        if stream_cut:
+            body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+            body.pop("stop", None)
+        data, attempts = await self.request("POST", path, body, deadline=deadline, stream_cut=stream_cut or None)
         try:
             choice = data["choices"][0]
             text = choice["text"] if "text" in choice else choice["message"].get("content") or ""
@@ -175,7 +183,11 @@ class LLMClient:
         finish = choice.get("finish_reason")
         found: str | None = None
         method: StopMethod = "finish_reason"
-        if "stop_reason" in choice and finish == "stop":
+        if stream_cut:
+            streamed = data.get("_streamed_stop")
+            found = streamed if isinstance(streamed, str) else None
+            method = "fallback-stream"
+        elif "stop_reason" in choice and finish == "stop":
             reason = choice.get("stop_reason")
             found = reason if isinstance(reason, str) else None  # int: a stop token id (EOS)
             method = "stop_reason"
@@ -193,9 +205,16 @@ class LLMClient:
 
     # --- transport with retries ----------------------------------------------------------------
     async def request(
-        self, method: str, path: str, body: Mapping[str, Any] | None, *, deadline: float | None
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        *,
+        deadline: float | None,
+        stream_cut: Sequence[str] | None = None,
     ) -> tuple[dict[str, Any], list[Attempt]]:
-        """Send with retries; return the JSON body and every attempt made."""
+        """Send with retries; return the JSON body and every attempt made. With ``stream_cut`` the
+        response is a stream read until one of those strings (:func:`~hopsearch.service.llm.sse.read_until`)."""
         deadline = self.deadline_in() if deadline is None else deadline
         attempts: list[Attempt] = []
         last_url: str | None = None
@@ -213,7 +232,9 @@ class LLMClient:
                 timed_out = True
                 break
             timeout = min(self.settings.llm_timeout, remaining)
-            attempt, data, retryable = await self._attempt(method, path, body, timeout, avoid=last_url)
+            attempt, data, retryable = await self._attempt(
+                method, path, body, timeout, avoid=last_url, stream_cut=stream_cut
+            )
             last_url = attempt.url.removesuffix(path)
             attempts.append(attempt)
             if data is not None:
@@ -229,7 +250,14 @@ class LLMClient:
         raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
 
     async def _attempt(
-        self, method: str, path: str, body: Mapping[str, Any] | None, seconds: float, *, avoid: str | None
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        seconds: float,
+        *,
+        avoid: str | None,
+        stream_cut: Sequence[str] | None = None,
     ) -> tuple[Attempt, dict[str, Any] | None, bool]:
         """One request; returns (attempt, JSON body or None, retryable). The base URL is picked
         once a concurrency slot is free, so least-busy sees the requests really in flight."""
@@ -238,24 +266,19 @@ class LLMClient:
             url = base + path
             self._pool.in_flight[base] += 1
             started = time.monotonic()
+            auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
             try:
-                response = await self._http.request(
-                    method, url, json=body, timeout=seconds, auth=self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
-                )
-            except httpx.TimeoutException as exc:
+                if stream_cut is not None:
+                    return await self._stream(method, url, body, seconds, auth, stream_cut, started)
+                response = await self._http.request(method, url, json=body, timeout=seconds, auth=auth)
+            except (httpx.TimeoutException, TimeoutError) as exc:
                 return _fail(url, None, started, f"timeout: {type(exc).__name__}"), None, True
             except (httpx.TransportError, OSError) as exc:
                 return _fail(url, None, started, f"connect error: {type(exc).__name__}: {exc}"), None, True
             finally:
                 self._pool.in_flight[base] -= 1
         if response.status_code >= 400:
-            excerpt = response.text[:300]
-            retryable = response.status_code in _RETRY_STATUS or response.status_code >= 500
-            return (
-                _fail(url, response.status_code, started, f"HTTP {response.status_code}: {excerpt}"),
-                None,
-                retryable,
-            )
+            return _http_error(url, response, started)
         try:
             data = response.json()
         except ValueError:
@@ -264,6 +287,35 @@ class LLMClient:
             return _fail(url, response.status_code, started, "response is not a JSON object"), None, False
         latency = round((time.monotonic() - started) * 1000, 3)
         return Attempt(url=url, status=response.status_code, latency_ms=latency), data, False
+
+    async def _stream(
+        self,
+        method: str,
+        url: str,
+        body: Mapping[str, Any] | None,
+        seconds: float,
+        auth: Any,
+        stops: Sequence[str],
+        started: float,
+    ) -> tuple[Attempt, dict[str, Any] | None, bool]:
+        """A streamed request read until a stop string; leaving the block closes the connection."""
+        async with asyncio.timeout(seconds):
+            async with self._http.stream(method, url, json=body, timeout=seconds, auth=auth) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    return _http_error(url, response, started)
+                try:
+                    streamed = await read_until(response, stops)
+                except ValueError:
+                    return _fail(url, response.status_code, started, "stream event is not JSON"), None, True
+        latency = round((time.monotonic() - started) * 1000, 3)
+        return Attempt(url=url, status=response.status_code, latency_ms=latency), streamed.to_body(), False
+
+
+def _http_error(url: str, response: httpx.Response, started: float) -> tuple[Attempt, None, bool]:
+    excerpt = response.text[:300]
+    retryable = response.status_code in _RETRY_STATUS or response.status_code >= 500
+    return _fail(url, response.status_code, started, f"HTTP {response.status_code}: {excerpt}"), None, retryable
 
 
 def _fail(url: str, status: int | None, started: float, error: str) -> Attempt:

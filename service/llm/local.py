@@ -100,6 +100,9 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
         "--model", str(gguf), "--model_alias", settings.llm_model,
         "--host", "127.0.0.1", "--port", port,
         "--n_ctx", str(settings.llm_ctx), "--n_threads", threads, "--verbose", "false",
+        # Logits of the last token only: hopsearch asks for no logprobs, and llama-cpp-python's
+        # default (all) keeps n_ctx x 262k vocabulary floats and writes 1 MB per prompt token.
+        "--logits_all", "false",
     ]  # fmt: skip
     if not model:
         # The bundled Gemma GGUF carries no chat template; without this llama.cpp falls back to [INST] tags.

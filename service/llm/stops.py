@@ -2,15 +2,20 @@
 
 vLLM names it in the non-standard ``stop_reason`` field of a choice. llama.cpp's OpenAI endpoint and
 OpenAI do not, and ``finish_reason == "stop"`` alone cannot tell several stop strings apart (nor a
-stop string from end-of-sequence). Two fallbacks, chosen by ``settings.llm_stop_fallback``:
+stop string from end-of-sequence). Three fallbacks, chosen by the caller's ``fallback`` (the
+``llm_stop_fallback`` setting, passed in by the strategy registry):
 
+``stream``    (default) one streamed request without the stop strings, read until the first
+              marker, cut there client-side and closed (:mod:`~hopsearch.service.llm.sse`): exact,
+              one request, and the server stops generating when the stream closes.
 ``followup``  ask with the stop strings, then continue the prompt plus the text with a few tokens and
               no stop strings; the marker the model writes next is the one that stopped it
               (greedy decoding regenerates it). One extra, short request.
 ``cut``       ask without the stop strings and cut the text at the earliest marker client-side.
               Exact, but the model keeps generating up to ``max_tokens``.
 
-Every result says how its stop was determined (:data:`~hopsearch.service.llm.types.StopMethod`).
+A single stop string needs no fallback (``fallback-single``). Every result says how its stop was
+determined (:data:`~hopsearch.service.llm.types.StopMethod`).
 """
 
 from __future__ import annotations
@@ -19,15 +24,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from hopsearch.service.llm.client import LLMClient, Message
-from hopsearch.service.llm.types import Completion
+from hopsearch.service.llm.sse import cut_at_first
+from hopsearch.service.llm.types import Completion, StopFallback
 
 #: Tokens a follow-up may generate: enough for the longest DeepRAG marker.
 FOLLOWUP_TOKENS = 12
 #: A truncated continuation must show at least this many characters of a marker to name it.
 _MIN_MARKER_PREFIX = 4
 
-#: ``call(suffix, stops, max_tokens)``: generate after the prompt plus ``suffix``.
-Call = Callable[[str, Sequence[str], int], Awaitable[Completion]]
+#: ``call(suffix, stops, max_tokens, stream_cut)``: generate after the prompt plus ``suffix``
+#: (``stream_cut``: streamed, read until one of those strings; see ``LLMClient.complete``).
+Call = Callable[[str, Sequence[str], int, Sequence[str]], Awaitable[Completion]]
 
 
 def identify_marker(continuation: str, stops: Sequence[str]) -> str | None:
@@ -50,34 +57,26 @@ def identify_marker(continuation: str, stops: Sequence[str]) -> str | None:
     return partial[0] if len(partial) == 1 else None
 
 
-def cut_at_first(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
-    """Cut ``text`` at the earliest stop string (the longest one where several start there)."""
-    best: tuple[int, int, str] | None = None
-    for stop in stops:
-        position = text.find(stop) if stop else -1
-        if position >= 0 and (best is None or (position, -len(stop)) < (best[0], best[1])):
-            best = (position, -len(stop), stop)
-    if best is None:
-        return text, None
-    return text[: best[0]], best[2]
-
-
-async def generate_until(client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int) -> Completion:
+async def generate_until(
+    client: LLMClient, call: Call, stops: Sequence[str], *, max_tokens: int, fallback: StopFallback = "stream"
+) -> Completion:
     """Generate until one of ``stops`` and say which one ended it (``stop``, ``stop_method``)."""
     if not stops:
-        return await call("", (), max_tokens)
+        return await call("", (), max_tokens, ())
     engine = await client.engine()
-    if engine != "vllm" and client.settings.llm_stop_fallback == "cut":
-        raw = await call("", (), max_tokens)
+    if engine != "vllm" and fallback == "stream" and len(stops) > 1:
+        return await call("", (), max_tokens, stops)
+    if engine != "vllm" and fallback == "cut":
+        raw = await call("", (), max_tokens, ())
         text, found = cut_at_first(raw.text, stops)
         finish = "stop" if found is not None else raw.finish_reason
         return replace(raw, text=text, stop=found, finish_reason=finish, stop_method="fallback-cut")
-    first = await call("", stops, max_tokens)
+    first = await call("", stops, max_tokens, ())
     if first.stop_method == "stop_reason" or first.finish_reason != "stop":
         return first
     if len(stops) == 1:
         return replace(first, stop=stops[0], stop_method="fallback-single")
-    follow = await call(first.text, (), FOLLOWUP_TOKENS)
+    follow = await call(first.text, (), FOLLOWUP_TOKENS, ())
     return replace(
         first,
         stop=identify_marker(follow.text, stops),
@@ -96,13 +95,14 @@ async def complete_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "stream",
 ) -> Completion:
     """Plain completion of ``prompt`` until a stop string (any server)."""
 
-    async def call(suffix: str, stop: Sequence[str], tokens: int) -> Completion:
-        return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline)
+    async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
+        return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut)
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
 
 
 async def continue_until(
@@ -112,15 +112,21 @@ async def continue_until(
     *,
     max_tokens: int = 128,
     deadline: float | None = None,
+    fallback: StopFallback = "stream",
 ) -> Completion:
     """Continue the final (assistant) message inside the chat template (vLLM
     ``continue_final_message``) until a stop string."""
     *head, last = messages
 
-    async def call(suffix: str, stop: Sequence[str], tokens: int) -> Completion:
+    async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
         turn = {"role": last["role"], "content": last["content"] + suffix}
         return await client.chat(
-            [*head, turn], stop=stop, max_tokens=tokens, continue_final_message=True, deadline=deadline
+            [*head, turn],
+            stop=stop,
+            max_tokens=tokens,
+            continue_final_message=True,
+            deadline=deadline,
+            stream_cut=cut,
         )
 
-    return await generate_until(client, call, stops, max_tokens=max_tokens)
+    return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)

@@ -12,12 +12,21 @@ Engine = Literal["vllm", "llamacpp", "openai"]
 #: How the stop string that ended a completion was determined:
 #: ``stop_reason``        vLLM's non-standard ``stop_reason`` field named it;
 #: ``fallback-followup``  the server does not report it; a short follow-up completion read the marker;
+#: ``fallback-stream``    the server does not report it; a streamed completion without the stop
+#:                        strings was read until the first marker, cut there and closed;
 #: ``fallback-cut``       the server does not report it; the completion ran without the stop strings
 #:                        and was cut client-side at the first marker;
 #: ``fallback-single``    only one stop string was asked for and ``finish_reason`` was ``stop``
 #:                        (indistinguishable from end-of-sequence on such servers);
 #: ``finish_reason``      no stop string ended it (``length``, end-of-sequence, or no stops asked).
-StopMethod = Literal["stop_reason", "fallback-followup", "fallback-cut", "fallback-single", "finish_reason"]
+StopMethod = Literal[
+    "stop_reason", "fallback-stream", "fallback-followup", "fallback-cut", "fallback-single", "finish_reason"
+]
+
+#: Where the server does not report ``stop_reason``: stream and stop reading at the first marker (one
+#: request), read the marker with a short follow-up completion, or generate without the stop strings
+#: and cut client-side (``settings.llm_stop_fallback``; see :mod:`~hopsearch.service.llm.stops`).
+StopFallback = Literal["stream", "followup", "cut"]
 
 
 @dataclass(frozen=True, slots=True)

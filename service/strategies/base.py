@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
-from hopsearch.service.llm import LLMClient
+from hopsearch.service.llm import LLMClient, StopFallback
+from hopsearch.service.settings import DEFAULT_DEADLINE_S
 from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
 from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever
 
@@ -28,7 +29,8 @@ _GRACE_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Limits shared by all strategies. ``deadline_s`` None means ``settings.llm_deadline``."""
+    """Limits shared by all strategies. ``deadline_s`` None means the strategy's own ``deadline_s``
+    (``settings.llm_deadline`` for strategies the registry builds)."""
 
     max_steps: int = 10
     max_retrievals: int = 10
@@ -48,6 +50,10 @@ class AskOptions:
     budget: Budget = field(default_factory=Budget)
     #: Worked examples put before the question (for models not trained on the strategy's format).
     demonstrations: str = ""
+    #: A query already asked in this question (normalised) is not retrieved again: the step's
+    #: decision is ``repeat`` and the strategy moves to its final answer. Off only to measure
+    #: the old behaviour (``benchmarks/bench_answer_speed.py``).
+    repeat_guard: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,20 +83,42 @@ class Strategy(Protocol):
 
 
 class RecordedStrategy:
-    """Shared ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded` (budgets, deadline,
-    trace always written). Subclasses set ``name``, ``llm``, ``retriever`` and ``sink``."""
+    """Shared constructor and ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded`
+    (budgets, deadline, trace always written). Subclasses set ``name`` and write ``_run``.
+
+    ``deadline_s``: a question's time limit where its :class:`Budget` names none;
+    ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``."""
 
     name: str
-    llm: LLMClient
-    retriever: Retriever
-    sink: TraceSink | None
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        retriever: Retriever,
+        sink: TraceSink | None = None,
+        *,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        stop_fallback: StopFallback = "stream",
+    ) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.sink = sink
+        self.deadline_s = deadline_s
+        self.stop_fallback = stop_fallback
 
     async def answer(self, question: str, options: AskOptions) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
             return await self._run(context, question)
 
         return await run_recorded(
-            self.name, question, options, llm=self.llm, retriever=self.retriever, sink=self.sink, body=body
+            self.name,
+            question,
+            options,
+            llm=self.llm,
+            retriever=self.retriever,
+            sink=self.sink,
+            body=body,
+            deadline_s=self.deadline_s,
         )
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
@@ -164,10 +192,12 @@ async def run_recorded(
     retriever: Retriever,
     sink: TraceSink | None,
     body: Body,
+    deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> Answer:
-    """Run ``body`` under the budget's deadline; finish and write the trace whatever happens."""
+    """Run ``body`` under the budget's deadline (``deadline_s`` where the budget names none); finish and
+    write the trace whatever happens."""
     recorder = TraceRecorder(question, name, llm.model, options.to_dict())
-    seconds = options.budget.deadline_s or llm.settings.llm_deadline
+    seconds = options.budget.deadline_s or deadline_s
     deadline = time.monotonic() + seconds
     context = RunContext(llm, retriever, recorder, options, deadline)
     error: HopsearchError | None = None

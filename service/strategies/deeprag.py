@@ -19,6 +19,13 @@ questions, 10 otherwise; every step counts) forces the final answer. The markers
 line start: the official code's bare ``Let`` stop also fires inside words such as "Lethal".
 Modes: ``model`` (the model decides), ``always`` (CoT-Retrieve), ``never`` (CoT).
 
+Repeats: a follow-up the model already asked in this question (after
+:func:`~hopsearch.service.strategies.steps.normalise_query`) is not retrieved or answered again —
+a small model that asks it again would ask it again and again until the depth limit. The step's
+decision is ``repeat`` (``decided_by`` names the depth it repeats), the repeated text is left out
+of the transcript, and the final answer is generated from what the first asking found
+(``AskOptions.repeat_guard``).
+
 The transcript never ends with a newline, so every marker the model writes is preceded by one. With
 vLLM the transcript is the assistant turn of a chat (the question is the user turn) continued with
 ``continue_final_message``, so a DeepRAG checkpoint sees its own chat template; other servers get
@@ -29,15 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hopsearch.service.llm import Completion, LLMClient, complete_until, continue_until
+from hopsearch.service.llm import Completion, complete_until, continue_until
 from hopsearch.service.strategies.base import (
     AskOptions,
     RecordedStrategy,
     RunContext,
     citations_of,
 )
-from hopsearch.service.traces import Citation, Decision, Step, TraceSink
-from hopsearch.service.types import Hit, Retriever
+from hopsearch.service.strategies.steps import context_line, normalise_query
+from hopsearch.service.traces import Citation, Decision, Step
+from hopsearch.service.types import Hit
 
 RETRIEVE = "\nLet's search"
 INTERMEDIATE = "\nIntermediate answer:"
@@ -78,15 +86,6 @@ def sub_query(generated: str, question: str) -> str:
     return question
 
 
-def context_line(hits: Sequence[Hit]) -> str:
-    """``Context: [1] Title: … Text: … [2] …`` on one line."""
-    parts = [
-        f"[{number}] Title: {' '.join(hit.title.split())} Text: {' '.join(hit.text.split())}"
-        for number, hit in enumerate(hits, start=1)
-    ]
-    return "Context: " + " ".join(parts)
-
-
 def decide(completion: Completion, options: AskOptions, may_retrieve: bool) -> tuple[Decision, str]:
     """The decision of a generation step and how it was made."""
     how = completion.stop_method
@@ -108,20 +107,19 @@ class DeepRAG(RecordedStrategy):
 
     name = "deeprag"
 
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-
     async def _generate(
         self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool
     ) -> Completion:
         context.check_llm_budget(1 if len(stops) <= 1 else 2)
-        tokens = context.options.max_tokens
+        tokens, deadline, fallback = context.options.max_tokens, context.deadline, self.stop_fallback
         if chat:
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
-            return await continue_until(self.llm, messages, stops, max_tokens=tokens, deadline=context.deadline)
-        return await complete_until(self.llm, transcript, stops, max_tokens=tokens, deadline=context.deadline)
+            return await continue_until(
+                self.llm, messages, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+            )
+        return await complete_until(
+            self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+        )
 
     async def _answer_line(
         self,
@@ -156,11 +154,15 @@ class DeepRAG(RecordedStrategy):
         max_depth = min(options.max_depth, options.budget.max_steps)
         cited: list[Hit] = []
         forced: str | None = None
+        asked: dict[str, int] = {}  # normalised follow-up -> the depth it was first asked at
         for depth in range(1, max_depth + 1):
             generated = await self._generate(context, question, transcript, STOPS, chat)
             decision, how = decide(generated, options, context.may_retrieve())
             text = generated.text.rstrip("\n")
             query = sub_query(text, question)
+            first = asked.get(normalise_query(query)) if decision != "final" and options.repeat_guard else None
+            if first is not None:
+                decision, how = "repeat", f"repeat-of-depth-{first}"
             context.recorder.add(
                 Step.from_completion(
                     "generate",
@@ -172,6 +174,10 @@ class DeepRAG(RecordedStrategy):
                     queries=(query,) if decision != "final" else (),
                 )
             )
+            if decision == "repeat":
+                forced = "repeat"
+                break
+            asked.setdefault(normalise_query(query), depth)
             transcript += text
             if decision == "final":
                 break

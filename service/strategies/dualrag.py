@@ -15,7 +15,9 @@ later prompt, and new facts are written back with their provenance.
 
 Stopping rule: the Reasoner says no retrieval is needed (``reasoner``); 5 iterations
 (``iteration-limit``, or the budget's ``max_steps`` if lower); the retrieval budget is spent
-(``retrieval-budget``); or the Entity Identifier names no entity (``no-entities``). Then one final
+(``retrieval-budget``); the Entity Identifier names no entity (``no-entities``); or every keyword it
+names was already searched for that entity in this question (``repeat``: keywords searched before
+are never searched again, and a step with the decision ``repeat`` lists them). Then one final
 answer call. The rule that stopped the loop is the final step's ``decided_by``.
 """
 
@@ -24,10 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import Fact, OutlineStore
+from hopsearch.service.settings import DEFAULT_DEADLINE_S, DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -35,14 +39,13 @@ from hopsearch.service.strategies.dualrag_prompts import (
     IDENTIFIER_SCHEMA,
     MAX_KEYWORDS,
     REASONER_SCHEMA,
-    answer_line,
     answer_prompt,
     identifier_prompt,
     read_entities,
     read_reasoning,
     reasoner_prompt,
 )
-from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
+from hopsearch.service.strategies.steps import ask_json, final_answer, json_step, normalise_query, read_reply
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import Embedder, Retriever
 
@@ -64,21 +67,14 @@ class DualRAG(RecordedStrategy):
         *,
         outlines: OutlineStore | None = None,
         embedder: Embedder | None = None,
-        namespace: str | None = None,
-        max_age_s: float | None = None,
-        persist: bool | None = None,
+        namespace: str = DEFAULT_OUTLINE_NAMESPACE,
+        max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S,
+        persist: bool = True,
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        settings = llm.settings
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
+        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
         self.embedder = embedder
-        self.outlines = OutlineLink(
-            outlines,
-            namespace or settings.outline_namespace,
-            settings.outline_max_age_s if max_age_s is None else max_age_s,
-            settings.outline_persist if persist is None else persist,
-        )
+        self.outlines = OutlineLink(outlines, namespace, max_age_s, persist)
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -86,6 +82,7 @@ class DualRAG(RecordedStrategy):
         limit = min(MAX_ITERATIONS, context.options.budget.max_steps)
         stop = "iteration-limit"
         depth = 0
+        searched: set[tuple[str, str]] = set()  # (entity key, normalised keyword) searched in this run
         for depth in range(1, limit + 1):
             prompt = reasoner_prompt(question, run.render(), run.thoughts)
             reply = await ask_json(context, "reason", prompt, REASONER_SCHEMA, name="reasoner", depth=depth)
@@ -104,6 +101,11 @@ class DualRAG(RecordedStrategy):
             if not searches:
                 stop = "no-entities"
                 break
+            if context.options.repeat_guard:
+                searches = unsearched(context, searches, searched, depth)
+                if not searches:
+                    stop = "repeat"
+                    break
             searches = await self.outlines.reuse(context, run, searches, depth)
             if searches:
                 await self._aggregate(context, run, searches, depth)
@@ -197,20 +199,41 @@ class DualRAG(RecordedStrategy):
         self, context: RunContext, run: RunOutline, stop: str, iterations: int
     ) -> tuple[str, Sequence[Citation]]:
         prompt = answer_prompt(run.question, run.render(), run.thoughts)
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
+        entities = [s.entity.name for s in run.sections.values()]
+        details = {"stop": stop, "iterations": iterations, "entities": entities}
+        answer = await final_answer(context, prompt, depth=iterations, decided_by=stop, details=details)
+        return answer, tuple(run.citations.values())
+
+
+def unsearched(
+    context: RunContext, searches: Sequence[EntitySearch], searched: set[tuple[str, str]], depth: int
+) -> list[EntitySearch]:
+    """The searches less every keyword already searched for its entity in this run (recorded as a
+    ``repeat`` step when any is dropped); the kept keywords are added to ``searched``."""
+    kept: list[EntitySearch] = []
+    repeated: list[str] = []
+    now: set[tuple[str, str]] = set()
+    for search in searches:
+        fresh = []
+        for keyword in search.keywords:
+            key = (search.key, normalise_query(keyword))
+            if key in searched:
+                repeated.append(keyword)
+            elif key not in now:
+                now.add(key)
+                fresh.append(keyword)
+        if fresh:
+            kept.append(replace(search, keywords=tuple(fresh)))
+    searched.update(now)
+    if repeated:
         context.recorder.add(
-            text_step(
-                "answer",
-                done,
-                prompt,
-                depth=iterations,
-                decision="final",
-                decided_by=stop,
-                details={
-                    "stop": stop,
-                    "iterations": iterations,
-                    "entities": [s.entity.name for s in run.sections.values()],
-                },
+            Step(
+                kind="retrieve",
+                depth=depth,
+                queries=tuple(repeated),
+                output=f"{len(repeated)} keyword(s) already searched in this question: not searched again",
+                decision="repeat",
+                decided_by="repeat",
             )
         )
-        return answer_line(done.text), tuple(run.citations.values())
+    return kept

@@ -20,7 +20,7 @@ from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import cosine, rrf
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
-from hopsearch.service.strategies.roles import ask_text, text_step
+from hopsearch.service.strategies.steps import ask_text, text_step
 from hopsearch.service.types import Embedder, Hit, RetrievalMode, RetrievalQuery, Retriever
 
 RETRIEVE_K = 50

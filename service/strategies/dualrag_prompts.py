@@ -3,7 +3,7 @@
 Reasoner → ``{thought, need_retrieve}``; Entity Identifier → ``{entities: [{entity, keywords,
 same_as}]}``; Knowledge Summarizer → free text, or exactly "None" when the passages say nothing
 relevant; the final answer → one short line. The schemas carry length bounds so a small model under a
-grammar cannot ramble past ``max_tokens`` (they are dropped for OpenAI, see ``roles.schema_for``).
+grammar cannot ramble past ``max_tokens`` (they are dropped for OpenAI, see ``steps.schema_for``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.strategies.steps import distinct_texts, text_of
 from hopsearch.service.types import Hit
 
 MAX_ENTITIES = 4
@@ -83,13 +84,6 @@ def _flag(value: Any) -> bool:
     raise LLMOutputError(f"need_retrieve must be true or false, got {value!r}", details={"value": value})
 
 
-def text_of(value: Any) -> str:
-    """A reply string with whitespace collapsed; "" for a placeholder a small model copied from the
-    instructions ("...", "…", "-": no letter or digit in it)."""
-    text = " ".join(str(value or "").split())
-    return text if any(char.isalnum() for char in text) else ""
-
-
 def read_reasoning(value: Mapping[str, Any]) -> Reasoning:
     return Reasoning(text_of(value.get("thought")), _flag(value.get("need_retrieve")))
 
@@ -108,13 +102,7 @@ def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
         name = text_of(item.get("entity"))
         if not name:
             continue
-        words = item.get("keywords")
-        words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
-        keywords: list[str] = []
-        for word in words:
-            text = text_of(word)
-            if text and text.casefold() not in {k.casefold() for k in keywords}:
-                keywords.append(text)
+        keywords = distinct_texts(item.get("keywords"))
         same_as = text_of(item.get("same_as")) or None
         found.append(EntityQuery(name, tuple(keywords[:MAX_KEYWORDS]) or (name,), same_as))
     return found
@@ -183,14 +171,3 @@ def answer_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
         f"Reasoning:\n{_thoughts(thoughts)}\n\n"
         "Answer the question with a short answer only (a name, a date, yes or no), on one line.\nAnswer:"
     )
-
-
-def answer_line(text: str) -> str:
-    """The first non-empty line, without an "Answer:" prefix."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line.casefold().startswith("answer:"):
-            line = line[len("answer:") :].strip()
-        if line:
-            return line
-    return ""

@@ -7,7 +7,7 @@ the model writes a short hypothetical answer passage (concurrently). Each sub-qu
 — the hypothetical passage by dense similarity (BM25 where no embedder is configured) and the
 sub-query itself by BM25 — all in ONE ``_msearch``; the lists are fused with RRF and the top k
 passages go to one answer call. Decomposition and HyDE can each be switched off
-(``hyde_decompose`` / ``hyde_hypothetical`` settings, or the constructor): without decomposition
+(the constructor; the registry passes the ``hyde_decompose`` / ``hyde_hypothetical`` settings): without decomposition
 the question is the only sub-query; without HyDE the sub-query is searched by itself.
 
 Stopping rule: none to decide — a fixed pipeline of at most 1 decomposition call, 3 HyDE calls, one
@@ -23,15 +23,18 @@ from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.retrieval import RRF_K, rrf
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
+from hopsearch.service.settings import DEFAULT_DEADLINE_S
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import (
+    ask_json,
+    ask_text,
+    context_line,
+    distinct_texts,
+    final_answer,
+    json_step,
+    single_prompt,
+    text_step,
 )
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_answer, ask_json, ask_text, json_step, text_step
-from hopsearch.service.strategies.single import single_prompt
 from hopsearch.service.traces import Citation, Step, TraceSink
 from hopsearch.service.types import RetrievalQuery, Retriever
 
@@ -72,14 +75,7 @@ def hyde_prompt(sub_query: str) -> str:
 
 def read_sub_queries(value: Mapping[str, Any], question: str) -> list[str]:
     """1–3 distinct sub-queries; the question itself when the model gave none."""
-    raw = value.get("sub_queries")
-    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
-    found: list[str] = []
-    for item in items:
-        text = text_of(item)
-        if text and text.casefold() not in {f.casefold() for f in found}:
-            found.append(text)
-    return found[:MAX_SUB_QUERIES] or [question]
+    return distinct_texts(value.get("sub_queries"))[:MAX_SUB_QUERIES] or [question]
 
 
 class HyDE(RecordedStrategy):
@@ -93,15 +89,14 @@ class HyDE(RecordedStrategy):
         retriever: Retriever,
         sink: TraceSink | None = None,
         *,
-        decompose: bool | None = None,
-        hypothetical: bool | None = None,
+        decompose: bool = True,
+        hypothetical: bool = True,
         dense: bool = True,
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-        self.decompose = llm.settings.hyde_decompose if decompose is None else decompose
-        self.hypothetical = llm.settings.hyde_hypothetical if hypothetical is None else hypothetical
+        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
+        self.decompose = decompose
+        self.hypothetical = hypothetical
         self.dense = dense
 
     async def _sub_queries(self, context: RunContext, question: str) -> list[str]:
@@ -166,6 +161,4 @@ class HyDE(RecordedStrategy):
             )
         )
         prompt = single_prompt(question, context_line(fused))
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-        context.recorder.add(text_step("answer", done, prompt, depth=1, decision="final", decided_by="hyde"))
-        return answer_line(done.text), citations_of(fused)
+        return await final_answer(context, prompt, depth=1, decided_by="hyde"), citations_of(fused)

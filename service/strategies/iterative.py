@@ -7,8 +7,10 @@ Each iteration retrieves the current query (top k), then the model returns ``{co
 missing_info, next_query}`` (schema-constrained JSON).
 
 Stopping rule, checked in this order after each assessment: confidence ≥ 0.85 (``confidence``);
-confidence rose by less than 0.05 since the previous iteration (``no-improvement``); no next query,
-or one already searched (``no-next-query``); 5 iterations (``iteration-limit``, or the budget's
+confidence rose by less than 0.05 since the previous iteration (``no-improvement``); no next query
+(``no-next-query``); a next query already searched in this question, after
+:func:`~hopsearch.service.strategies.steps.normalise_query` (``repeat``: it is not searched again, and
+the assessment step's decision is ``repeat``); 5 iterations (``iteration-limit``, or the budget's
 ``max_steps`` if lower); the retrieval budget is spent (``retrieval-budget``). Then one answer call.
 The rule is the assessment step's ``decided_by`` and the final step's ``details.stop``.
 """
@@ -20,18 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.llm import LLMClient
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import (
+    ask_json,
+    context_line,
+    final_answer,
+    json_step,
+    normalise_query,
+    read_reply,
+    single_prompt,
+    text_of,
 )
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.strategies.dualrag_prompts import answer_line, text_of
-from hopsearch.service.strategies.roles import ask_answer, ask_json, json_step, read_reply, text_step
-from hopsearch.service.strategies.single import single_prompt
-from hopsearch.service.traces import Citation, TraceSink
-from hopsearch.service.types import Hit, Retriever
+from hopsearch.service.traces import Citation
+from hopsearch.service.types import Hit
 
 MAX_ITERATIONS = 5
 THRESHOLD = 0.85
@@ -87,8 +90,10 @@ def stop_rule(
     if previous is not None and round(assessment.confidence - previous, 9) < MIN_GAIN:
         return "no-improvement"
     query = assessment.next_query
-    if query is None or query.casefold() in {a.casefold() for a in asked}:
+    if query is None:
         return "no-next-query"
+    if normalise_query(query) in {normalise_query(a) for a in asked}:
+        return "repeat"
     if iteration >= limit:
         return "iteration-limit"
     return None
@@ -110,11 +115,6 @@ class Iterative(RecordedStrategy):
     """Retrieve, self-assess, search again until confident (or another stop rule fires), answer."""
 
     name = "iterative"
-
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -145,7 +145,7 @@ class Iterative(RecordedStrategy):
                     prompt,
                     name="assessor",
                     depth=iteration,
-                    decision="final" if rule else "retrieve",
+                    decision="repeat" if rule == "repeat" else "final" if rule else "retrieve",
                     decided_by=rule or "assessor",
                     queries=(assessment.next_query,) if assessment.next_query else (),
                     details={"confidence": assessment.confidence, "gain": gain, "stop": rule},
@@ -159,16 +159,6 @@ class Iterative(RecordedStrategy):
             previous = assessment.confidence
         hits = list(found.values())[-MAX_PASSAGES:]
         prompt = single_prompt(question, context_line(hits))
-        done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-        context.recorder.add(
-            text_step(
-                "answer",
-                done,
-                prompt,
-                depth=iteration,
-                decision="final",
-                decided_by=stop,
-                details={"stop": stop, "iterations": iteration, "queries": asked},
-            )
-        )
-        return answer_line(done.text), citations_of(hits)
+        details = {"stop": stop, "iterations": iteration, "queries": asked}
+        answer = await final_answer(context, prompt, depth=iteration, decided_by=stop, details=details)
+        return answer, citations_of(hits)

@@ -37,9 +37,11 @@ def build_strategy(
     settings: Settings,
 ) -> Strategy:
     """The strategy called ``name`` (one of :data:`STRATEGIES`)."""
+    deadline_s = settings.llm_deadline
+    stops = settings.llm_stop_fallback
     builders: dict[str, Callable[[], Strategy]] = {
-        "single": lambda: SingleRetrieval(llm, retriever, sink),
-        "deeprag": lambda: DeepRAG(llm, retriever, sink),
+        "single": lambda: SingleRetrieval(llm, retriever, sink, deadline_s=deadline_s, stop_fallback=stops),
+        "deeprag": lambda: DeepRAG(llm, retriever, sink, deadline_s=deadline_s, stop_fallback=stops),
         "dualrag": lambda: DualRAG(
             llm,
             retriever,
@@ -49,8 +51,9 @@ def build_strategy(
             namespace=settings.outline_namespace,
             max_age_s=settings.outline_max_age_s,
             persist=settings.outline_persist,
+            deadline_s=deadline_s,
         ),
-        "iterative": lambda: Iterative(llm, retriever, sink),
+        "iterative": lambda: Iterative(llm, retriever, sink, deadline_s=deadline_s),
         "hyde": lambda: HyDE(
             llm,
             retriever,
@@ -58,6 +61,7 @@ def build_strategy(
             decompose=settings.hyde_decompose,
             hypothetical=settings.hyde_hypothetical,
             dense=embedder is not None,
+            deadline_s=deadline_s,
         ),
     }
     if name not in builders:

@@ -9,21 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hopsearch.service.llm import LLMClient, complete_until
-from hopsearch.service.strategies.base import (
-    RecordedStrategy,
-    RunContext,
-    citations_of,
-)
-from hopsearch.service.strategies.deeprag import context_line
-from hopsearch.service.traces import Citation, Step, TraceSink
-from hopsearch.service.types import Retriever
-
-INSTRUCTION = "Answer the question using the context. Reply with a short answer only."
-
-
-def single_prompt(question: str, context: str) -> str:
-    return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
+from hopsearch.service.llm import complete_until
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.steps import context_line, single_prompt
+from hopsearch.service.traces import Citation, Step
 
 
 class SingleRetrieval(RecordedStrategy):
@@ -31,17 +20,17 @@ class SingleRetrieval(RecordedStrategy):
 
     name = "single"
 
-    def __init__(self, llm: LLMClient, retriever: Retriever, sink: TraceSink | None = None) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         hits = await context.retrieve(question, depth=1)
         prompt = single_prompt(question, context_line(hits))
         context.check_llm_budget()
         done = await complete_until(
-            self.llm, prompt, ("\n",), max_tokens=context.options.max_tokens, deadline=context.deadline
+            self.llm,
+            prompt,
+            ("\n",),
+            max_tokens=context.options.max_tokens,
+            deadline=context.deadline,
+            fallback=self.stop_fallback,
         )
         answer = done.text.split("\n", 1)[0].strip()
         context.recorder.add(

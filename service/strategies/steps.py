@@ -1,4 +1,10 @@
-"""LLM roles for the chat-based strategies (DualRAG, iterative, HyDE): one call, one trace step.
+"""The steps every strategy shares — one place for each, so changing one changes it for all.
+
+Text: :func:`context_line` (the passages as one ``Context: [1] Title: … Text: …`` line),
+:func:`single_prompt` (question + context → ``Answer:``), :func:`text_of` and :func:`distinct_texts`
+(tolerant readers of model JSON), :func:`answer_line` (the answer read from a completion).
+
+Calls, one call one trace step:
 
 :func:`ask_json` asks for a JSON object under a schema — constrained by the server where it can
 (``response_format``: vLLM guided decoding, llama.cpp grammars), one repair retry, then a clean
@@ -9,6 +15,7 @@ plain chat call recorded the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -16,11 +23,65 @@ from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
+from hopsearch.service.types import Hit
 
 T = TypeVar("T")
+_NON_WORD = re.compile(r"[^\w\s]")
 
 #: Schema keywords OpenAI's strict structured outputs refuse; vLLM and llama.cpp honour them.
 _BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "minimum", "maximum"})
+
+
+INSTRUCTION = "Answer the question using the context. Reply with a short answer only."
+
+
+def context_line(hits: Sequence[Hit]) -> str:
+    """``Context: [1] Title: … Text: … [2] …`` on one line."""
+    parts = [
+        f"[{number}] Title: {' '.join(hit.title.split())} Text: {' '.join(hit.text.split())}"
+        for number, hit in enumerate(hits, start=1)
+    ]
+    return "Context: " + " ".join(parts)
+
+
+def single_prompt(question: str, context: str) -> str:
+    """The answer prompt over one context line: instruction, context, question, ``Answer:``."""
+    return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
+
+
+def text_of(value: Any) -> str:
+    """A reply string with whitespace collapsed; "" for a placeholder a small model copied from the
+    instructions ("...", "…", "-": no letter or digit in it)."""
+    text = " ".join(str(value or "").split())
+    return text if any(char.isalnum() for char in text) else ""
+
+
+def distinct_texts(raw: Any) -> list[str]:
+    """The texts of a reply value that is one string or a list of them: placeholders dropped,
+    repeats (case-insensitive) kept once, in order; [] for anything else."""
+    items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    found: list[str] = []
+    for item in items:
+        text = text_of(item)
+        if text and text.casefold() not in {f.casefold() for f in found}:
+            found.append(text)
+    return found
+
+
+def normalise_query(query: str) -> str:
+    """A query's identity for the repeat guard: case, punctuation and spacing ignored."""
+    return " ".join(_NON_WORD.sub(" ", query.casefold()).split())
+
+
+def answer_line(text: str) -> str:
+    """The first non-empty line, without an "Answer:" prefix."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.casefold().startswith("answer:"):
+            line = line[len("answer:") :].strip()
+        if line:
+            return line
+    return ""
 
 
 def schema_for(engine: Engine, schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,6 +190,30 @@ async def ask_answer(context: RunContext, prompt: str, *, max_tokens: int) -> Co
 
 def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
     return Step.from_completion(kind, completion, prompt_chars=len(prompt), **fields)
+
+
+async def final_answer(
+    context: RunContext,
+    prompt: str,
+    *,
+    depth: int,
+    decided_by: str,
+    details: Mapping[str, Any] | None = None,
+) -> str:
+    """The final answer call (:func:`ask_answer`), recorded as the ``answer`` step; returns its
+    :func:`answer_line`."""
+    done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
+    step = text_step(
+        "answer",
+        done,
+        prompt,
+        depth=depth,
+        decision="final",
+        decided_by=decided_by,
+        details=dict(details) if details is not None else None,
+    )
+    context.recorder.add(step)
+    return answer_line(done.text)
 
 
 def read_reply(

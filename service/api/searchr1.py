@@ -1,0 +1,77 @@
+"""``POST /retrieve`` in the shape of Search-R1's retrieval server, for agents trained against it.
+
+Request ``{"queries": [...], "topk": k, "return_scores": true}``; answer ``{"result": [...]}`` with one
+list per query, in order. Each item is ``{"document": {"id", "contents"}, "score"}``, or the document
+alone when ``return_scores`` is false (as Search-R1's own server answers). ``contents`` is the title in
+double quotes, a newline, then the text: the layout of Search-R1's wiki corpus, which its clients split
+on the first newline. The whole batch is ONE ``_msearch`` on the passages alias.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from hopsearch.service.api.envelope import OrjsonResponse
+from hopsearch.service.api.models import MAX_K, _Request
+from hopsearch.service.api.routes import check_k, state_of
+from hopsearch.service.errors import RequestInvalid
+from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery
+
+router = APIRouter()
+
+
+class SearchR1Request(_Request):
+    queries: list[str] = Field(min_length=1, max_length=100_000, description="Plain-text queries, answered in order.")
+    topk: int | None = Field(None, ge=1, le=MAX_K, description="Passages per query (default `retrieve_topk`).")
+    return_scores: bool = Field(False, description="Wrap each document as `{document, score}`.")
+    mode: RetrievalMode | None = Field(None, description="bm25, dense or hybrid (default `retrieve_mode`).")
+
+
+class SearchR1Document(BaseModel):
+    id: str
+    contents: str
+
+
+class SearchR1Scored(BaseModel):
+    document: SearchR1Document
+    score: float
+
+
+class SearchR1Response(BaseModel):
+    result: list[list[SearchR1Scored]] | list[list[SearchR1Document]]
+
+
+def contents(hit: Hit) -> str:
+    """Search-R1's corpus layout: ``"Title"`` on the first line, the passage text after it."""
+    return f'"{hit.title}"\n{hit.text}'
+
+
+def result_item(hit: Hit, return_scores: bool) -> dict[str, Any]:
+    document = {"id": hit.id, "contents": contents(hit)}
+    return {"document": document, "score": hit.score} if return_scores else document
+
+
+@router.post("/retrieve", response_model=None, responses={200: {"model": SearchR1Response}})
+async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonResponse:
+    """Search-R1's retrieval API over the passages alias: one list of passages per query."""
+    state = state_of(request)
+    settings = state.settings
+    if len(body.queries) > settings.api_max_queries:
+        raise RequestInvalid(f"at most {settings.api_max_queries} queries (api_max_queries)", field="body.queries")
+    for number, query in enumerate(body.queries):
+        if len(query) > settings.api_max_question_chars:
+            limit = settings.api_max_question_chars
+            raise RequestInvalid(f"longer than {limit} characters", field=f"body.queries.{number}")
+    topk = body.topk or settings.retrieve_topk
+    check_k(state, topk, "body.topk")
+    mode = body.mode or settings.retrieve_mode
+    runtime = await state.runtime()
+    queries = [RetrievalQuery(text, k=topk, mode=mode) for text in body.queries]
+    results = await runtime.retriever.search_many(queries)
+    for result in results:
+        state.metrics.retrieval(result.mode)
+    rows = [[result_item(hit, body.return_scores) for hit in result.hits] for result in results]
+    return OrjsonResponse({"result": rows})
