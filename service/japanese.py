@@ -59,11 +59,12 @@ class JapaneseTokenizer:
     def _load(self) -> None:
         try:
             import spacy
-            from sudachipy import SplitMode
+            from sudachipy import SplitMode  # type: ignore[import-untyped]
 
             with warnings.catch_warnings():  # spaCy calls SudachiPy's deprecated Dictionary.create()
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self._sudachi = spacy.blank("ja").tokenizer.tokenizer
+                nlp: Any = spacy.blank("ja")
+                self._sudachi = nlp.tokenizer.tokenizer
             self._mode = SplitMode.A
         except (ImportError, OSError, ValueError, AttributeError) as exc:
             raise ConfigError(

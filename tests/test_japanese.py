@@ -12,13 +12,24 @@ import pytest
 from hopsearch.loaders.chunking import chunk_blocks_ja, chunk_document
 from hopsearch.loaders.extract import Block, extract
 from hopsearch.service.embedders import E5Embedder
+from hopsearch.service.entities import EntityLinker, entity_key
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.japanese import annotate, ja_query, tokenizer
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.retrieval import bm25_body
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.types import RetrievalQuery
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, FINAL
+from hopsearch.service.strategies.dualrag_prompts import (
+    answer_prompt,
+    identifier_prompt,
+    reasoner_prompt,
+    summarizer_prompt,
+)
+from hopsearch.service.strategies.hyde import decompose_prompt, hyde_prompt
+from hopsearch.service.strategies.iterative import assess_prompt
+from hopsearch.service.strategies.steps import JAPANESE_NOTE, context_line, single_prompt
+from hopsearch.service.types import Hit, RetrievalQuery
 from tests.ja_corpus import BINARY, PLAIN
 
 
@@ -153,3 +164,38 @@ async def test_e5_uses_query_and_passage_prefixes(e5: E5Embedder) -> None:
     assert dot(queries[0], passages[0]) > dot(queries[0], passages[1])
     same_text_as_passage = await e5.embed(["経費精算の締め日はいつですか？"])
     assert dot(same_text_as_passage[0], queries[0]) < 0.999  # the prefixes differ
+
+
+def test_japanese_entity_keys_fold_width_spaces_and_honorifics() -> None:
+    assert entity_key("森川　早苗さん") == entity_key("森川早苗") == entity_key("森川 早苗様") == "森川早苗"
+    assert entity_key("ﾊﾙｶｾﾞ精工") == entity_key("ハルカゼ精工") == "ハルカゼ精工"  # dakuten kept
+    assert entity_key("ガラス") != entity_key("カラス")
+    assert entity_key("「かざぐるま」プロジェクト") == "かざぐるまプロジェクト"
+    assert entity_key("東邦ロジスティクス（取引先）") == "東邦ロジスティクス"
+    assert entity_key("山田氏") == "山田" and entity_key("源氏") == "源氏"  # one character left: kept
+    assert entity_key("ＨＫ－３００") == entity_key("HK-300")
+    assert entity_key("Jaws (film)") == "jaws" and entity_key("Spielberg's") == "spielberg"
+    linker = EntityLinker()
+    first = linker.link("高木　俊介")
+    second = linker.link("高木俊介さん")
+    assert first is not None and second is not None and second.how == "key" and second.entity is first.entity
+
+
+def test_prompts_ask_for_answers_in_the_question_language() -> None:
+    ja, en = "かざぐるまの責任者は誰ですか？", "Who leads the project?"
+    hits = [Hit("p1", 1.0, "かざぐるま", "責任者は高木です。")]
+    ja_prompts = [
+        single_prompt(ja, context_line(hits)),
+        reasoner_prompt(ja, "", []),
+        identifier_prompt(ja, "", [], []),
+        summarizer_prompt(ja, "かざぐるま", "", [], hits),
+        answer_prompt(ja, "", []),
+        assess_prompt(ja, hits, [ja]),
+        decompose_prompt(ja),
+        hyde_prompt(ja),
+    ]
+    assert all(p.startswith(JAPANESE_NOTE) for p in ja_prompts)
+    assert single_prompt(ja, "Context:").endswith("Answer:")  # the answer format is unchanged
+    en_prompts = [single_prompt(en, "Context:"), answer_prompt(en, "", []), hyde_prompt(en), assess_prompt(en, [], [])]
+    assert not any(JAPANESE_NOTE in p for p in en_prompts)
+    assert "Follow up:" in DEMONSTRATIONS and FINAL == "\nSo the final answer is:"  # DeepRAG keeps its markers

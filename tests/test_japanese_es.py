@@ -10,10 +10,14 @@ from typing import Any
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders import E5Embedder
+from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever, bm25_body
 from hopsearch.service.store import Store
+from hopsearch.service.strategies.steps import JAPANESE_NOTE
 from hopsearch.service.types import RetrievalQuery
+from tests.dual_fixtures import ChatModel, entities, reason
 from tests.ja_corpus import build_corpus, questions
+from tests.test_dualrag_es import ask
 
 
 def opts(tmp_path: Path, name: str) -> LoadOptions:
@@ -110,3 +114,51 @@ async def test_multilingual_e5_dense_retrieval(store: Store, tmp_path: Path) -> 
     )
     assert files(dense.hits)[0] == "welfare.txt" and dense.dense_method != "none"
     assert files(hybrid.hits)[0] == "travel-policy.pdf"
+
+
+SUMMARIES_JA = {
+    "かざぐるまプロジェクト": "かざぐるまの責任者は物流システム部長の高木　俊介である。",
+    "高木俊介さん": "高木俊介は２０２５年１０月１日付で物流システム部長になった。",
+}
+
+
+async def test_a_japanese_question_keeps_its_trace_and_outline(store: Store, tmp_path: Path) -> None:
+    root = build_corpus(tmp_path / "dual")
+    await load_docs(store, root, opts(tmp_path, "dual"))
+    prompts: list[str] = []
+
+    def summarize(entity: str, prompt: str) -> str:
+        prompts.append(prompt)
+        return SUMMARIES_JA.get(entity, "None")
+
+    model = ChatModel(
+        {
+            "reasoner": [reason("かざぐるまの責任者を調べる。", True), reason("高木俊介の役職を調べる。", True)],
+            "identifier": [
+                entities(("かざぐるまプロジェクト", ["かざぐるま 責任者"])),
+                entities(("高木俊介さん", ["高木俊介 人事異動"])),
+            ],
+        },
+        summaries=summarize,
+        answer="物流システム部長",
+    )
+    question = questions()[0].question
+    answer, doc = await ask(store, model, question)
+    assert answer.text == "物流システム部長"
+    assert prompts and all(JAPANESE_NOTE in p for p in prompts)
+    retrieved = [s for s in doc["steps"] if s["kind"] == "retrieve"]
+    assert [q for s in retrieved for q in s["queries"]] == ["かざぐるま 責任者", "高木俊介 人事異動"]
+    assert doc["question"] == question and doc["answer"] == "物流システム部長"
+    hits = [h for s in retrieved for h in s["hit_ids"]]
+    found = await store.search(
+        store.settings.passages_alias, {"query": {"ids": {"values": hits}}, "_source": ["path"], "size": 100}
+    )
+    names = files(h["_source"]["path"] for h in found["hits"]["hits"])
+    assert "project-kazaguruma.md" in names and "hr-transfer-2025-10.html" in names
+
+    outlines = EsOutlineStore(store)
+    takagi = await outlines.get("default", "高木　俊介様")  # another spelling, same key
+    assert takagi is not None and [f.summary for f in takagi.facts] == [SUMMARIES_JA["高木俊介さん"]]
+    assert takagi.facts[0].question == question and takagi.facts[0].trace_id == answer.trace.trace_id
+    project = await outlines.get("default", "「かざぐるま」プロジェクト")
+    assert project is not None and "高木" in project.facts[0].summary
