@@ -9,6 +9,7 @@ Each node keeps its config copy, data, logs and pid file in its own folder.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -44,6 +45,8 @@ class NodeSpec:
     heap: str = "512m"
     es_home: Path | None = None
     java_home: Path | None = None
+    #: Security on (8.x+: users in the file realm, see :func:`add_user`; HTTP stays plain on loopback).
+    security: bool = False
 
     @property
     def url(self) -> str:
@@ -185,9 +188,33 @@ def _settings_args(spec: NodeSpec, transport_port: int) -> list[str]:
         "cluster.routing.allocation.disk.threshold_enabled": "false",
         "action.destructive_requires_name": "false",
     }
-    if int(spec.version.split(".")[0]) >= 8:
+    if spec.security:
+        args["xpack.security.enabled"] = "true"
+        args["xpack.security.http.ssl.enabled"] = "false"
+        args["xpack.security.transport.ssl.enabled"] = "false"
+    elif int(spec.version.split(".")[0]) >= 8:
         args["xpack.security.enabled"] = "false"
     return [f"-E{key}={value}" for key, value in args.items()]
+
+
+def add_user(spec: NodeSpec, name: str, password: str, roles: str, role_yaml: str = "") -> None:
+    """A file-realm user of a secured node (before :func:`start`); ``role_yaml`` is appended to its
+    ``roles.yml`` (role definitions that ``roles``, comma-separated, may name)."""
+    home = distribution(spec)
+    spec.node_dir.mkdir(parents=True, exist_ok=True)
+    conf = _prepare_config(home, spec)
+    if role_yaml:
+        with (conf / "roles.yml").open("a", encoding="utf-8") as out:
+            out.write("\n" + role_yaml)
+    java = find_java(spec.java_home)
+    env = dict(os.environ, ES_JAVA_HOME=str(java), JAVA_HOME=str(java), ES_PATH_CONF=str(conf))
+    tool = [str(home / "bin" / "elasticsearch-users"), "useradd", name, "-p", password, "-r", roles]
+    done = subprocess.run(tool, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise NodeError(f"elasticsearch-users useradd {name} failed: {done.stdout[-500:]} {done.stderr[-500:]}")
+    for path in conf.iterdir():  # the node runs as another uid: it must read what the tool wrote
+        if path.is_file():
+            path.chmod(0o644)
 
 
 def read_pid(spec: NodeSpec) -> int | None:
@@ -204,12 +231,17 @@ def read_pid(spec: NodeSpec) -> int | None:
     return pid
 
 
-def ping(url: str, timeout: float = 2.0) -> dict[str, object] | None:
+def ping(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None) -> dict[str, object] | None:
     """The node's version and health if it answers, else ``None``."""
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
     try:
-        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=timeout) as response:
+        health_request = urllib.request.Request(f"{url}/_cluster/health", headers=headers)
+        with urllib.request.urlopen(health_request, timeout=timeout) as response:
             health = json.loads(response.read())
-        with urllib.request.urlopen(f"{url}/_nodes/_local?filter_path=nodes.*.version", timeout=timeout) as r:
+        nodes_request = urllib.request.Request(f"{url}/_nodes/_local?filter_path=nodes.*.version", headers=headers)
+        with urllib.request.urlopen(nodes_request, timeout=timeout) as r:
             nodes = json.loads(r.read()).get("nodes", {})
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -217,9 +249,10 @@ def ping(url: str, timeout: float = 2.0) -> dict[str, object] | None:
     return {"url": url, "status": health.get("status"), "version": versions[0] if versions else None}
 
 
-def start(spec: NodeSpec, *, timeout: float = 180.0) -> dict[str, object]:
-    """Start the node (idempotent: a node already answering is left alone) and wait until it is green."""
-    running = ping(spec.url)
+def start(spec: NodeSpec, *, timeout: float = 180.0, auth: tuple[str, str] | None = None) -> dict[str, object]:
+    """Start the node (idempotent: a node already answering is left alone) and wait until it is green.
+    ``auth``: a user of a secured node to ask with."""
+    running = ping(spec.url, auth=auth)
     if running is not None:
         return running
     if read_pid(spec) is not None:
@@ -255,7 +288,7 @@ def start(spec: NodeSpec, *, timeout: float = 180.0) -> dict[str, object]:
         if proc.poll() is not None:
             tail = spec.log_file.read_text(errors="replace")[-2000:]
             raise NodeError(f"Elasticsearch {spec.version} exited with {proc.returncode}; log tail:\n{tail}")
-        info = ping(spec.url)
+        info = ping(spec.url, auth=auth)
         if info is not None and info.get("status") in ("green", "yellow"):
             return info
         time.sleep(0.5)

@@ -21,6 +21,32 @@ from pydantic_settings import (
 )
 
 UrlList = Annotated[list[str], NoDecode]
+#: The read and search APIs of Elasticsearch: the default of ``proxy_allow``.
+PROXY_ALLOW_READ = (
+    "GET /**",
+    "HEAD /**",
+    "POST /_search",
+    "POST /*/_search",
+    "POST /_msearch",
+    "POST /*/_msearch",
+    "POST /_count",
+    "POST /*/_count",
+    "POST /_mget",
+    "POST /*/_mget",
+    "POST /*/_explain/*",
+    "POST /_field_caps",
+    "POST /*/_field_caps",
+    "POST /*/_validate/query",
+    "POST /*/_terms_enum",
+    "POST /_search/scroll",
+    "DELETE /_search/scroll",
+    "POST /_search/template",
+    "POST /*/_search/template",
+    "POST /_msearch/template",
+    "POST /*/_msearch/template",
+    "POST /*/_pit",
+    "DELETE /_pit",
+)
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
 DEFAULT_DEADLINE_S = 300.0
@@ -115,6 +141,12 @@ class Settings(BaseSettings):
         "bm25", description="Retrieval mode of the Search-R1 `POST /retrieve` route (a request may override it)."
     )
     retrieve_topk: int = Field(3, ge=1, description="`topk` of a Search-R1 `POST /retrieve` request that names none.")
+    proxy_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(PROXY_ALLOW_READ),
+        description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
+        "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
+        "Default: read and search APIs only.",
+    )
 
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
@@ -162,6 +194,13 @@ class Settings(BaseSettings):
         if not self.llm_base_url:
             object.__setattr__(self, "llm_base_url", [f"http://127.0.0.1:{self.llm_port}/v1"])
         return self
+
+    @field_validator("proxy_allow", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -287,6 +287,29 @@ class Store:
         """``GET _cluster/health`` (status, nodes, shards)."""
         return body_of(await call(self.client.cluster.health(), "cluster health"))
 
+    async def cluster_root(self) -> dict[str, Any]:
+        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
+        node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
+        try:
+            root = body_of(await call(self.client.info(), "info"))
+        except StoreError:
+            fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
+            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
+            node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
+            health = await self.cluster_health()
+            state = body_of(
+                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
+            )
+            build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
+            root = {
+                "name": node.get("name", ""),
+                "cluster_name": health.get("cluster_name", ""),
+                "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
+                "version": {"number": node.get("version", self.info.number), "build_flavor": "default", **build},
+            }
+        keys = ("name", "cluster_name", "cluster_uuid", "version")
+        return {**{key: root[key] for key in keys if key in root}, "tagline": "You Know, for Search"}
+
     async def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
         A failed search raises with its reason (partial answers are not silently dropped)."""

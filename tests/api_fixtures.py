@@ -3,6 +3,7 @@ driven in-process through ``httpx.ASGITransport`` (lifespan included)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -191,3 +192,26 @@ def uvicorn_serving(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+@contextlib.asynccontextmanager
+async def uvicorn_serving_async(app: FastAPI) -> AsyncIterator[str]:
+    """Like :func:`uvicorn_serving`, waiting without blocking the caller's event loop (which may run
+    servers the app talks to, such as a :class:`~tests.counting_proxy.CountingProxy`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.to_thread(thread.join, 15)

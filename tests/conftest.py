@@ -28,7 +28,8 @@ from hopsearch.service.store import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ES_VERSIONS = {"7.17": "7.17.29", "8.19": "8.19.21"}
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wiki_dev100.jsonl"
+#: The bundled 2WikiMultihopQA slice (24 questions with their context paragraphs; loaders/data/NOTICE.md).
+SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "loaders" / "data" / "sample_2wiki.jsonl"
 
 
 def unavailable(reason: str) -> None:
@@ -153,7 +154,7 @@ async def store8(es8_node: EsNode) -> AsyncIterator[Store]:
 
 
 @pytest.fixture(scope="session")
-def shared_questions_path() -> Path:
-    if not SHARED_DATA.is_file():
-        unavailable(f"shared 2Wiki sample not found at {SHARED_DATA}")
-    return SHARED_DATA
+def sample_questions_path() -> Path:
+    """The bundled question file (in the repository: tests never read outside it)."""
+    assert SAMPLE_QUESTIONS.is_file(), SAMPLE_QUESTIONS
+    return SAMPLE_QUESTIONS

@@ -28,6 +28,8 @@ class CountingProxy:
         self.refuse = refuse
         self.rewrite = rewrite
         self.paths: Counter[tuple[str, str]] = Counter()
+        #: (method, path, the Authorization header or None) of every request, in order.
+        self.credentials: list[tuple[str, str, str | None]] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -38,10 +40,12 @@ class CountingProxy:
 
     def reset(self) -> None:
         self.paths.clear()
+        self.credentials.clear()
 
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._session is not None
         self.paths[(request.method, request.path)] += 1
+        self.credentials.append((request.method, request.path, request.headers.get("Authorization")))
         seen = self.paths[(request.method, request.path)]
         body = await request.read()
         if self.refuse is not None and self.refuse(request, seen):

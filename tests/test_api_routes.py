@@ -27,10 +27,13 @@ def error_of(response: Any) -> tuple[int, str, str]:
 
 async def test_root_reports_service_elasticsearch_and_capabilities(es_node: EsNode) -> None:
     async with serving(es_node.url, load=False) as api:
-        body = (await api.client.get("/")).json()
-    assert body["service"] == "hopsearch" and body["version"]["number"]
-    assert body["elasticsearch"]["version"].startswith(es_node.label)
-    caps = body["capabilities"]
+        response = await api.client.get("/")
+    body = response.json()
+    assert response.headers["x-elastic-product"] == "Elasticsearch"  # the official clients check it
+    assert body["version"]["number"].startswith(es_node.label) and body["tagline"] == "You Know, for Search"
+    assert body["hopsearch"]["version"]["number"]
+    assert body["hopsearch"]["elasticsearch"]["version"].startswith(es_node.label)
+    caps = body["hopsearch"]["capabilities"]
     assert caps["vector_mode"] == ("knn" if es_node.label == "8.19" else "rerank")
     assert "deeprag" in caps["strategies"] and caps["retrieval_modes"] == ["bm25"]
 
@@ -234,7 +237,8 @@ async def test_cli_and_http_outline_searches_rank_alike(es_node: EsNode) -> None
 
 async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> None:
     async with serving(es8_node.url, load=False) as api:
-        no_route = await api.client.get("/no/such/route")
+        no_route = await api.client.post("/no/such/route", json={})
+        cluster_route = await api.client.get("/no/such/route")
         wrong_method = await api.client.delete(f"/{api.alias}/_retrieve")
         bad_k = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "x", "k": "many"})
         no_query = await api.client.post(f"/{api.alias}/_retrieve", json={"k": 3})
@@ -244,8 +248,11 @@ async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> No
         )
         bad_strategy = await api.client.post(f"/{api.alias}/_ask", json={"question": "q", "strategy": "magic"})
         bad_stream = await api.client.post(f"/{api.alias}/_ask", params={"stream": "maybe"}, json={"question": "q"})
-    assert error_of(no_route)[:2] == (404, "resource_not_found_exception")
-    assert "uri [/no/such/route] and method [GET]" in error_of(no_route)[2]
+    # Not a hopsearch route: a write outside the allow-list is refused; a read is the cluster's answer.
+    assert error_of(no_route)[:2] == (403, "security_exception")
+    assert "[POST /no/such/route]" in error_of(no_route)[2]
+    assert cluster_route.status_code >= 400 and cluster_route.headers["x-elastic-product"] == "Elasticsearch"
+    assert "/no/such/route" in cluster_route.text
     assert error_of(wrong_method)[:2] == (405, "method_not_allowed_exception")
     assert wrong_method.headers["allow"] == "POST"
     assert error_of(bad_k)[0] == 400 and error_of(bad_k)[2].startswith("[body.k]")

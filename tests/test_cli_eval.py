@@ -1,4 +1,4 @@
-"""`hopsearch eval` through click's runner: a real Elasticsearch, the shared 2Wiki questions' contexts as
+"""`hopsearch eval` through click's runner: a real Elasticsearch, the bundled 2Wiki questions' contexts as
 the corpus, a scripted OpenAI-compatible model that answers from the retrieved context."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def answer_yes_or_first_title(request: ScriptRequest) -> str:
     return " no" if "same country" in request.prompt else " I do not know"
 
 
-def test_eval_scores_writes_rows_and_traces(es8_node: EsNode, shared_questions_path: Path, tmp_path: Path) -> None:
+def test_eval_scores_writes_rows_and_traces(es8_node: EsNode, sample_questions_path: Path, tmp_path: Path) -> None:
     prefix = f"ev{uuid.uuid4().hex[:8]}"
     out = tmp_path / "rows.jsonl"
     with ScriptedLLM(answer_yes_or_first_title) as server:
@@ -33,7 +33,7 @@ def test_eval_scores_writes_rows_and_traces(es8_node: EsNode, shared_questions_p
             "COLUMNS": "200",
             "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
         }
-        args = ["eval", str(shared_questions_path), "--strategy", "single", "--limit", "3", "--corpus-from-context"]
+        args = ["eval", str(sample_questions_path), "--strategy", "single", "--limit", "3", "--corpus-from-context"]
         result = CliRunner().invoke(main, [*args, "--out", str(out), "--concurrency", "2"], env=env)
     assert result.exit_code == 0, result.output
     assert re.search(r"corpus: indexed \d+ context passages \(0 already present; 0 rejected", result.output)
@@ -41,7 +41,7 @@ def test_eval_scores_writes_rows_and_traces(es8_node: EsNode, shared_questions_p
         ["checkpoint", "json"],
         ["deadletter", "jsonl"],
     ]
-    assert "single on 2wiki_dev100.jsonl" in result.output and "bridge_comparison" in result.output
+    assert "single on sample_2wiki.jsonl" in result.output and "bridge_comparison" in result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and {r["type"] for r in rows} <= {"bridge_comparison", "compositional", "comparison"}
     first = next(r for r in rows if r["question"].startswith("Are both directors of films Baby Face Morgan"))

@@ -55,14 +55,14 @@ def test_index_dpr_prints_reconciliation_and_resumes(cli_env: dict[str, str], tm
     assert report["resumed_from"] > 1000  # the checkpoint said: complete
 
 
-def test_index_jsonl_qa_and_docs(cli_env: dict[str, str], tmp_path: Path, shared_questions_path: Path) -> None:
+def test_index_jsonl_qa_and_docs(cli_env: dict[str, str], tmp_path: Path, sample_questions_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "x1", "title": "X", "text": "one"}\n{"_id": "x2", "text": "two"}\n')
     runner = CliRunner()
     result = runner.invoke(main, ["index", "jsonl", str(corpus), "--quiet", "--json"], env=cli_env)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["indexed"] == 2
-    result = runner.invoke(main, ["index", "qa", str(shared_questions_path), "--quiet", "--json"], env=cli_env)
+    result = runner.invoke(main, ["index", "qa", str(sample_questions_path), "--quiet", "--json"], env=cli_env)
     assert result.exit_code == 0, result.output
     qa = json.loads(result.output)
     assert qa["reconciled"] and qa["indexed"] > 100

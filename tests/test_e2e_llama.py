@@ -75,10 +75,10 @@ async def index_context(store: Store, record: dict[str, object]) -> set[str]:
     return {action["_id"] for action in actions}
 
 
-async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, shared_questions_path: Path) -> None:
+async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, sample_questions_path: Path) -> None:
     # One server version is enough here: the store and retrieval suites cover both.
     store = store8
-    record = first_question(shared_questions_path)
+    record = first_question(sample_questions_path)
     ids = await index_context(store, record)
     retriever = EsRetriever(store)
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)

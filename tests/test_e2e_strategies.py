@@ -1,4 +1,4 @@
-"""End to end: one shared 2WikiMultihopQA question answered by every strategy — single, deeprag,
+"""End to end: one bundled 2WikiMultihopQA question answered by every strategy — single, deeprag,
 dualrag, iterative and hyde — with the real local llama.cpp model (the ``llama`` fixture of
 ``test_e2e_llama``, the code behind ``hopsearch llm up``) over the real Elasticsearch 8.19 with MiniLM
 vectors; each run's trace is read back from the traces index and checked.
@@ -60,9 +60,9 @@ async def test_every_strategy_answers_one_2wiki_question_with_the_local_model(
     llama: Settings,  # noqa: F811
     store8: Store,
     minilm: MiniLMEmbedder,
-    shared_questions_path: Path,
+    sample_questions_path: Path,
 ) -> None:
-    record = first_question(shared_questions_path)
+    record = first_question(sample_questions_path)
     question = str(record["question"])
     ids = await index_with_vectors(store8, minilm, record)
     retriever = EsRetriever(store8, minilm)

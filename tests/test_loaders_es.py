@@ -100,12 +100,12 @@ async def test_elasticsearch_item_rejections_are_dead_lettered(store: Store, tmp
     assert await all_ids(store) == ["a", "c"]
 
 
-async def test_qa_contexts_of_a_question_file(store: Store, tmp_path: Path, shared_questions_path: Path) -> None:
-    report = await load_qa_contexts(store, shared_questions_path, options(tmp_path))
+async def test_qa_contexts_of_a_question_file(store: Store, tmp_path: Path, sample_questions_path: Path) -> None:
+    report = await load_qa_contexts(store, sample_questions_path, options(tmp_path))
     assert report.reconciled and report.rejected == 0 and report.indexed > 100
     assert report.skipped > 0  # distractor paragraphs repeat across questions
     assert await store.count() == report.indexed
-    again = await load_qa_contexts(store, shared_questions_path, options(tmp_path))
+    again = await load_qa_contexts(store, sample_questions_path, options(tmp_path))
     await store.refresh()
     assert again.indexed == report.indexed and await store.count() == report.indexed
 

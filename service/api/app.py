@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, routes, searchr1
+from hopsearch.service.api import ask, front, routes, searchr1
 from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response
 from hopsearch.service.api.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
@@ -70,11 +70,13 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         lifespan=lifespan,
     )
     app.state.api = state
+    app.include_router(front.router)
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
     _install_handlers(app, state)
     app.add_middleware(Gate, state=state)
+    app.add_middleware(front.Front, state=state, routes=app.router.routes)
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 

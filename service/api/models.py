@@ -219,9 +219,11 @@ class HealthResponse(BaseModel):
 
 
 class RootResponse(BaseModel):
+    """Elasticsearch's own root body (what the official clients check), hopsearch's under ``hopsearch``."""
+
     name: str
-    service: str
+    cluster_name: str
+    cluster_uuid: str
     version: dict[str, Any]
-    elasticsearch: dict[str, Any]
-    capabilities: dict[str, Any]
     tagline: str
+    hopsearch: dict[str, Any]

@@ -1,4 +1,4 @@
-"""Routes that read: ``GET /``, ``/_health``, ``/_metrics``, ``POST /{index}/_retrieve``, outlines and
+"""Routes that read: ``/_health``, ``/_metrics``, ``POST /{index}/_retrieve``, outlines and
 traces. Handlers return :class:`OrjsonResponse` bodies directly (no response-model re-validation on
 the hot path); the pydantic models in :mod:`.models` document them."""
 
@@ -18,14 +18,12 @@ from hopsearch.service.api.models import (
     OutlineSearchRequest,
     RetrieveRequest,
     RetrieveResponse,
-    RootResponse,
     SearchResponse,
     filter_clause,
 )
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.outlines import EsOutlineStore
-from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.types import RetrievalQuery, SearchResult
 
 router = APIRouter()
@@ -62,31 +60,6 @@ def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, 
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
     return body
-
-
-@router.get("/", response_model=None, responses={200: {"model": RootResponse}})
-async def root(request: Request) -> OrjsonResponse:
-    """Service, version, Elasticsearch version and capabilities."""
-    state = state_of(request)
-    runtime = await state.runtime()
-    es = runtime.store.info.as_dict()
-    return OrjsonResponse(
-        {
-            "name": "hopsearch",
-            "service": "hopsearch",
-            "version": {"number": VERSION, "api": "es-dialect-1"},
-            "elasticsearch": {"version": es["version"], "flavor": es["flavor"], "modules": es["modules"]},
-            "capabilities": {
-                **es["capabilities"],
-                "retrieval_modes": ["bm25", "dense", "hybrid"] if runtime.embedder else ["bm25"],
-                "embedder": runtime.embedder.model_id if runtime.embedder else None,
-                "strategies": sorted(STRATEGIES),
-                "streaming": True,
-                "passages_index": state.settings.passages_alias,
-            },
-            "tagline": "You Know, for Multi-hop Search",
-        }
-    )
 
 
 @router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})

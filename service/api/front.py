@@ -1,0 +1,148 @@
+"""The front the official Elasticsearch clients accept: hopsearch's own routes, everything else proxied.
+
+A pure ASGI middleware, outermost. For each request it decides whether a hopsearch route answers it
+(any route whose path matches) or Elasticsearch does:
+
+- Own routes: ``X-Elastic-Product: Elasticsearch`` on every answer (the 8.x clients check it on each
+  response); a hopsearch key may come in ``X-Hopsearch-Key`` so that ``Authorization`` stays free for
+  the caller's Elasticsearch credentials. ``GET /`` (:func:`root`) is Elasticsearch's own root body,
+  with hopsearch's version and capabilities under ``hopsearch``.
+- Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the allow-list,
+  then :class:`~hopsearch.service.api.proxy.Forwarder` passes the request on with the caller's own
+  ``Authorization`` (the cluster decides what those credentials may do).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hopsearch.service.api.envelope import OrjsonResponse, error_response
+from hopsearch.service.api.gate import check_key
+from hopsearch.service.api.models import RootResponse
+from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
+from hopsearch.service.api.routes import VERSION
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.runtime import STRATEGIES
+
+router = APIRouter()
+PRODUCT = (b"x-elastic-product", b"Elasticsearch")
+
+
+@router.head("/", response_model=None)
+async def ping(request: Request) -> Response:
+    """The clients' ping: 200 when the service and its cluster answer."""
+    state: ApiState = request.app.state.api
+    runtime = await state.runtime()
+    await runtime.store.cluster_health()
+    return Response(status_code=200, media_type="application/json")
+
+
+@router.get("/", response_model=None, responses={200: {"model": RootResponse}})
+async def root(request: Request) -> OrjsonResponse:
+    """Elasticsearch's root (name, cluster, version, tagline), with hopsearch's own under ``hopsearch``."""
+    state: ApiState = request.app.state.api
+    runtime = await state.runtime()
+    body = await runtime.store.cluster_root()
+    es = runtime.store.info.as_dict()
+    body["hopsearch"] = {
+        "version": {"number": VERSION, "api": "es-dialect-1"},
+        "elasticsearch": {"version": es["version"], "flavor": es["flavor"], "modules": es["modules"]},
+        "capabilities": {
+            **es["capabilities"],
+            "retrieval_modes": ["bm25", "dense", "hybrid"] if runtime.embedder else ["bm25"],
+            "embedder": runtime.embedder.model_id if runtime.embedder else None,
+            "strategies": sorted(STRATEGIES),
+            "streaming": True,
+            "passages_index": state.settings.passages_alias,
+            "proxy_allow": list(state.settings.proxy_allow),
+        },
+    }
+    return OrjsonResponse(body)
+
+
+class Front:
+    def __init__(self, app: ASGIApp, state: ApiState, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.state = state
+        self.routes = routes
+        self.forwarder = Forwarder(state.settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._closing(send))
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._own(scope):
+            await self.app(self._own_scope(scope), receive, _product(send))
+            return
+        started = time.perf_counter()
+        status = 500
+        try:
+            status = await self._proxy(scope, receive, send)
+        finally:
+            self.state.metrics.request(scope["method"], "proxy", status, time.perf_counter() - started)
+
+    def _own(self, scope: Scope) -> bool:
+        return any(route.matches(scope)[0] != Match.NONE for route in self.routes)
+
+    def _own_scope(self, scope: Scope) -> Scope:
+        """A key in ``X-Hopsearch-Key`` is the one the gate checks (``Authorization`` is then ES's); a
+        body sent as ``application/octet-stream`` or untyped (the 7.x async client) is JSON, as the
+        cluster reads it."""
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        key = next((value for name, value in headers if name == KEY_HEADER), None)
+        kind = next((value for name, value in headers if name == b"content-type"), None)
+        untyped = kind is None or kind.startswith(b"application/octet-stream")
+        if key is None and not untyped:
+            return scope
+        kept = [(n, v) for n, v in headers if n not in (KEY_HEADER, b"content-type")]
+        if key is not None:
+            kept = [(n, v) for n, v in kept if n != b"authorization"] + [(b"authorization", b"ApiKey " + key.strip())]
+        kept.append((b"content-type", b"application/json" if untyped else kind or b""))
+        return {**scope, "headers": kept}
+
+    async def _proxy(self, scope: Scope, receive: Receive, send: Send) -> int:
+        try:
+            headers = dict(scope["headers"])
+            key = headers.get(KEY_HEADER)
+            check_key(self.state, b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization"))
+            self.forwarder.check(scope["method"], scope["path"])
+            runtime = await self.state.runtime()
+            upstream = upstream_headers(scope, self.state.keys, runtime.store.info.major)
+            return await self.forwarder.forward(scope, receive, send, upstream)
+        except HopsearchError as exc:
+            extra = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if exc.status == 401 else None
+            response = error_response(exc, self.state.redact, extra)
+            response.headers.append("X-Elastic-Product", "Elasticsearch")
+            await response(scope, receive, send)
+            return response.status_code
+
+    def _closing(self, send: Send) -> Send:
+        async def closing(message: Message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await self.forwarder.close()
+            await send(message)
+
+        return closing
+
+
+def _product(send: Send) -> Send:
+    async def with_product(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers: list[Any] = list(message.get("headers", []))
+            if not any(name.lower() == PRODUCT[0] for name, _ in headers):
+                headers.append(PRODUCT)
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return with_product
