@@ -9,11 +9,12 @@ The transport is injectable (``httpx.MockTransport``, ``httpx.ASGITransport``) i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -83,6 +84,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
         self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
         self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
+        self._questions: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -112,6 +114,22 @@ class LLMClient:
                 log.warning("could not probe the LLM server kind; assuming no vLLM extensions")
                 return "llamacpp"
         return self._engine
+
+    @contextlib.asynccontextmanager
+    async def question(self) -> AsyncIterator[None]:
+        """Hold one of the server's question slots for a question's calls (``llm_question_slots``):
+        on a one-slot llama.cpp server a question's prompts then follow one another and each
+        extends the last one in the slot's cache, instead of every prompt being evaluated anew."""
+        slots = self.settings.llm_question_slots
+        if not slots:
+            slots = 1 if await self.engine() == "llamacpp" else 0
+        if not slots:
+            yield
+            return
+        if self._questions is None:
+            self._questions = asyncio.Semaphore(slots)
+        async with self._questions:
+            yield
 
     # --- the two endpoints ---------------------------------------------------------------------
     async def complete(
