@@ -207,6 +207,11 @@ class Store:
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
         return [name for _, name in sorted(found)]
 
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder))
+        return name
+
     async def create_passages_version(self, embedder: Embedder | None) -> str:
         """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
         versions = await self.passages_versions()
