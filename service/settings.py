@@ -163,6 +163,18 @@ class Settings(BaseSettings):
         "Default: read and search APIs only.",
     )
 
+    health_timeout: float = Field(
+        3.0,
+        gt=0,
+        description="Seconds /_health and `doctor` wait for each dependency; an LLM server that keeps the "
+        "connection open longer is reported busy (ready), not down.",
+    )
+
+    api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
+    api_sse_heartbeat_s: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
+    )
+
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
         DEFAULT_OUTLINE_NAMESPACE,

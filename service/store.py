@@ -33,6 +33,20 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
 
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
+
+
 def load_template(name: str) -> dict[str, Any]:
     """A JSON template from the ``es_mappings`` package data."""
     text = resources.files("hopsearch.es_mappings").joinpath(f"{name}.json").read_text(encoding="utf-8")
@@ -329,8 +343,7 @@ class Store:
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
             if "error" in item:
-                err = item["error"]
-                reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
+                reason = error_reason(item["error"])
                 cls = IndexMissing if item.get("status") == 404 else StoreError
                 raise cls(f"msearch: {reason}", details={"status": item.get("status")})
             out.append(dict(item))
