@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from rich.progress import (
     Progress as RichBar,
 )
 
+from hopsearch.loaders import history
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.embedders.factory import make_embedder
@@ -174,6 +176,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         async with await Store.connect(settings) as store:
             return await loader(store, path, options, embedder=embedder, progress=progress)
 
+    started = datetime.now(UTC)
     try:
         report = asyncio.run(go())
     except HopsearchError as exc:
@@ -181,6 +184,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
     finally:
         if bar is not None:
             bar.stop()
+    history.record(settings.state_dir, settings.index_prefix, report, started)
     _print(report, params["as_json"], allow_rejects=params["allow_rejects"])
 
 
