@@ -12,10 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.esnode import find_java
-from hopsearch.cli.process import probe
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.health import LlmProbe, probe_llm
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever, without_vectors_note
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
@@ -51,14 +53,18 @@ def init(no_embed: bool) -> None:
 @click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> None:
+@filter_options
+def search(
+    query: str, mode: str, k: int, index: str | None, as_json: bool, sources: tuple[str, ...], filters: tuple[str, ...]
+) -> None:
     """Retrieve passages for QUERY (BM25, dense or hybrid) and print them."""
+    clauses = filter_clauses(sources, filters)
 
     async def go() -> Any:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             embedder = make_embedder(settings) if mode != "bm25" else None
-            retriever = EsRetriever(store, embedder, index=index)
+            retriever = EsRetriever(store, embedder, index=index, filters=clauses)
             [result] = await retriever.search_many([RetrievalQuery(query, k=k, mode=mode)])  # type: ignore[arg-type]
             return result
 
@@ -162,8 +168,14 @@ def doctor() -> None:
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
-    for url in settings.llm_base_url:
-        answered = probe(f"{url}/models", timeout=5) is not None
-        report(answered, "llm", f"{url} {'answered' if answered else 'did not answer'} GET /models")
+
+    async def llm() -> list[LlmProbe]:
+        async with LLMClient(settings) as client:
+            return await probe_llm(client, settings.health_timeout)
+
+    for probe in asyncio.run(llm()):
+        detail = {"ready": "answered", "busy": "busy (connection open, no answer yet)"}.get(probe.state, "unreachable")
+        detail = f"{probe.url} {detail} in {probe.ms:.0f} ms" + (f": {probe.error}" if probe.error else "")
+        report(probe.state != "unreachable", "llm", detail)
     if problems:
         raise SystemExit(1)

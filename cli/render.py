@@ -81,8 +81,9 @@ def step_line(step: Mapping[str, Any]) -> str:
     return f"{head} {body}  [{cost}]"
 
 
-def answer_lines(question: str, document: Mapping[str, Any], traces_index: str) -> list[str]:
-    """The question, the answer, its citations, one line per step and the totals, as plain text."""
+def answer_lines(question: str, document: Mapping[str, Any], traces_index: str | None) -> list[str]:
+    """The question, the answer, its citations, one line per step and the totals, as plain text;
+    ``traces_index`` is where the trace was stored (``None``: it was not)."""
     lines = [f"Question: {question}", f"Answer:   {answer_text(document.get('answer'))}"]
     citations = document.get("citations") or []
     if citations:
@@ -95,6 +96,7 @@ def answer_lines(question: str, document: Mapping[str, Any], traces_index: str) 
     lines.append(
         f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
         f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
-        f"trace {document['trace_id']} in {traces_index}"
+        f"trace {document['trace_id']} "
+        + (f"in {traces_index}" if traces_index is not None else "NOT stored (see the warning)")
     )
     return lines

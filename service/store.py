@@ -3,7 +3,8 @@ documents, bulk writes and ``_msearch``.
 
 Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
 fills a new version and :meth:`Store.swap_alias` moves the alias atomically. The passages index
-``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer and vector mode;
+``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
+(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode;
 :meth:`Store.check_embedder` refuses vectors from any other embedder.
 """
 
@@ -23,12 +24,27 @@ import orjson
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
+from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
 from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
 
 
 def load_template(name: str) -> dict[str, Any]:
@@ -99,6 +115,11 @@ class Store:
             return self.settings.analyzer
         return "english" if self.info.analysis_common else "standard"
 
+    @property
+    def ja_analysis(self) -> JaAnalysis:
+        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
+        return ja_analysis_for(self.info.modules)
+
     # --- indices ---------------------------------------------------------------------------------
     async def exists(self, name: str) -> bool:
         return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
@@ -156,12 +177,21 @@ class Store:
             "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        fields = ja_mappings(self.ja_analysis)
+        properties = body["mappings"]["properties"]
+        if self.ja_analysis == "kuromoji":
+            for name in ("title", "text"):
+                properties[name].setdefault("fields", {}).update(fields)
+        else:
+            properties.update(fields)
+            body["mappings"]["_source"] = {"excludes": list(fields)}  # searched, never read back
         body["mappings"]["_meta"] = {
             "hopsearch": {
                 "schema_version": SCHEMA_VERSION,
                 "embedder": embedder.model_id if embedder else None,
                 "dims": embedder.dims if embedder else None,
                 "analyzer": self.analyzer,
+                "ja_analysis": self.ja_analysis,
                 "vector_mode": self.info.dense_method if embedder else None,
                 "created_at": datetime.now(UTC).isoformat(),
             }
@@ -176,6 +206,11 @@ class Store:
         regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
         return [name for _, name in sorted(found)]
+
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder))
+        return name
 
     async def create_passages_version(self, embedder: Embedder | None) -> str:
         """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
@@ -247,6 +282,35 @@ class Store:
         response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
         return dict(next(iter(response.values()))["settings"]["index"])
 
+    async def prefix_indices(self) -> list[dict[str, Any]]:
+        """Every index under ``<prefix>-``: name, aliases, documents, size, ``_meta.hopsearch``, created."""
+        pattern = f"{self.settings.index_prefix}-*"
+        found = body_of(await call(self.client.indices.get(index=pattern), f"get {pattern}"))
+        stats = body_of(await call(self.client.indices.stats(index=pattern, metric="docs,store"), "stats"))
+        rows = []
+        for name, body in sorted(found.items()):
+            totals = stats.get("indices", {}).get(name, {}).get("primaries", {})
+            created = body.get("settings", {}).get("index", {}).get("creation_date")
+            rows.append(
+                {
+                    "index": name,
+                    "aliases": sorted(body.get("aliases", {})),
+                    "documents": totals.get("docs", {}).get("count"),
+                    "bytes": totals.get("store", {}).get("size_in_bytes"),
+                    "created": datetime.fromtimestamp(int(created) / 1000, UTC).isoformat() if created else None,
+                    "meta": body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}),
+                }
+            )
+        return rows
+
+    async def delete_indices(self, names: Sequence[str]) -> None:
+        """Delete these indices (exact names: no wildcards reach Elasticsearch from here)."""
+        for name in names:
+            if any(c in name for c in "*?,"):
+                raise StoreError(f"refusing to delete [{name}]: exact index names only")
+            await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
+
     # --- documents -------------------------------------------------------------------------------
     async def put_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> None:
         await call(
@@ -313,8 +377,7 @@ class Store:
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
             if "error" in item:
-                err = item["error"]
-                reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
+                reason = error_reason(item["error"])
                 cls = IndexMissing if item.get("status") == 404 else StoreError
                 raise cls(f"msearch: {reason}", details={"status": item.get("status")})
             out.append(dict(item))
