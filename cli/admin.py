@@ -16,7 +16,7 @@ from hopsearch.cli.esnode import find_java
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval import EsRetriever, without_vectors_note
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
@@ -68,8 +68,13 @@ def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> N
         raise _fail(exc) from exc
     if as_json:
         hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
-        click.echo(json.dumps({"mode": result.mode, "dense_method": result.dense_method, "hits": hits}, indent=2))
+        body = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+        if result.without_vectors:
+            body["without_vectors"] = result.without_vectors
+        click.echo(json.dumps(body, indent=2))
         return
+    if result.without_vectors:
+        click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
     table = Table(title=f"{result.mode} ({result.dense_method}) — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from hopsearch.cli.admin import doctor, init, search, traces
+from hopsearch.cli.agents import mcp
 from hopsearch.cli.ask import ask
 from hopsearch.cli.config import config
 from hopsearch.cli.demo import demo
@@ -38,3 +39,4 @@ main.add_command(evaluate)
 main.add_command(serve)
 main.add_command(index)
 main.add_command(outlines)
+main.add_command(mcp)

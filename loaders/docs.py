@@ -2,10 +2,14 @@
 
 Incremental by content: every chunk carries its file's ``content_sha`` (SHA-256 of the bytes) and the
 file's chunk count (``metadata.chunks``). Before a load the index is asked, with one composite
-aggregation, which (path, sha) pairs it holds and how many chunks of each; a file whose sha matches and
-whose chunks are all there is skipped. A changed file's chunks are overwritten in place (``_id`` =
-``<doc_id>-<n>``, ``doc_id`` = SHA-1 of the absolute path) and its surplus old chunks are deleted; files
-under the root that are gone from the tree have all their chunks deleted.
+aggregation, which (path, sha) pairs it holds, how many chunks of each and how many of those have a
+vector; a file whose sha matches and whose chunks are all there is skipped, unless the load embeds and
+some of its chunks have no vector (loaded with ``--no-embed``): those are indexed again, with vectors.
+Every vector is written with its model's id (``embedder``), and only vectors of the load's embedder
+count (``Store.check_embedder`` also refuses vectors of another model than the index's). A changed
+file's chunks are overwritten in place (``_id`` = ``<doc_id>-<n>``, ``doc_id`` = SHA-1 of the absolute
+path) and its surplus old chunks are deleted; files under the root that are gone from the tree have all
+their chunks deleted.
 
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
@@ -39,8 +43,8 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
-#: path -> [(content_sha, chunks present, chunks expected)]
-State = dict[str, list[tuple[str, int, int | None]]]
+#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector)]
+State = dict[str, list[tuple[str, int, int | None, int]]]
 
 
 def doc_id_of(path: str) -> str:
@@ -52,9 +56,12 @@ class DocsSource:
 
     kind = "docs"
 
-    def __init__(self, root: Path, state: State, *, min_words: int = 100, max_words: int = 200) -> None:
+    def __init__(
+        self, root: Path, state: State, *, min_words: int = 100, max_words: int = 200, embed: bool = False
+    ) -> None:
         self.path = root
         self.state = state
+        self.embed = embed
         self.min_words = min_words
         self.max_words = max_words
         self.walk_errors: list[tuple[str, str]] = []
@@ -97,6 +104,10 @@ class DocsSource:
         except OSError as exc:
             raise InputError(f"unreadable: {exc.strerror or exc}") from exc
 
+    def _complete(self, sha: str, held_sha: str, present: int, expected: int | None, with_vectors: int) -> bool:
+        """Whether the index already holds this version of a file in full (with vectors, if this load embeds)."""
+        return held_sha == sha and present == expected and (not self.embed or with_vectors == present)
+
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         stamp = datetime.now(UTC).isoformat()
         batch = SourceBatch(after=start_after, one_doc_per_position=False)
@@ -116,7 +127,7 @@ class DocsSource:
                 data, info = self._read(path)
                 sha = hashlib.sha256(data).hexdigest()
                 known = self.state.get(path, [])
-                if len(known) == 1 and known[0][0] == sha and known[0][1] == known[0][2]:
+                if len(known) == 1 and self._complete(sha, *known[0]):
                     batch.skipped += 1
                     continue
                 title, blocks = extract(Path(path).suffix, data)
@@ -157,8 +168,9 @@ class DocsSource:
             yield batch
 
 
-async def existing_state(store: Store, root: Path, index: str | None = None) -> State:
-    """What the index holds for files under ``root`` (one composite aggregation, paged)."""
+async def existing_state(store: Store, root: Path, index: str | None = None, embedder_id: str | None = None) -> State:
+    """What the index holds for files under ``root`` (one composite aggregation, paged); the vector
+    count of a file is of its chunks with a vector of ``embedder_id``."""
     name = index or store.settings.passages_alias
     if not await store.exists(name):
         return {}
@@ -170,14 +182,18 @@ async def existing_state(store: Store, root: Path, index: str | None = None) -> 
         composite: dict[str, Any] = {"size": 1000, "sources": sources}
         if after:
             composite["after"] = after
-        aggs = {"files": {"composite": composite, "aggs": {"expected": {"max": {"field": "metadata.chunks"}}}}}
+        per_file = {
+            "expected": {"max": {"field": "metadata.chunks"}},
+            "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
+        }
+        aggs = {"files": {"composite": composite, "aggs": per_file}}
         response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
         files = response["aggregations"]["files"]
         for bucket in files["buckets"]:
             value = bucket["expected"].get("value")
             expected = int(value) if value is not None else None
             state.setdefault(bucket["key"]["path"], []).append(
-                (bucket["key"]["sha"], int(bucket["doc_count"]), expected)
+                (bucket["key"]["sha"], int(bucket["doc_count"]), expected, int(bucket["vectors"]["doc_count"]))
             )
         after = files.get("after_key")
         if not after or not files["buckets"]:
@@ -237,8 +253,9 @@ async def load_docs(
     """Index (incrementally) the documents under ``root``; the report counts files."""
     root = _directory(root)
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
-    state = {} if options.rebuild else await existing_state(store, root)
-    source = DocsSource(root, state)
+    embedder_id = embedder.model_id if embedder is not None else None
+    state = {} if options.rebuild else await existing_state(store, root, embedder_id=embedder_id)
+    source = DocsSource(root, state, embed=embedder is not None)
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     clauses: list[dict[str, Any]] = []
     for path, count in source.changed.items():

@@ -15,6 +15,7 @@ items to the dead letters with their source position.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import time
@@ -140,6 +141,7 @@ async def _pump(
                 vectors = await embedder.embed(texts)
                 for body, vector in zip(batch.bodies, vectors, strict=True):
                     body["embedding"] = vector
+                    body["embedder"] = embedder.model_id
             await send.put(item)
         for _ in range(workers):
             await send.put(None)
@@ -203,6 +205,17 @@ async def run_load(
         raise ConfigError(f"checkpoint {ck_path} belongs to {previous.kind} load of {previous.source}")
     if previous is not None and previous.source_size != size:
         raise ConfigError(f"{source.path} changed since checkpoint {ck_path} was written; start over")
+    restarted = ""
+    if previous is not None and previous.embed != (embedder is not None):
+        if embedder is None:
+            raise ConfigError(
+                f"checkpoint {ck_path} is of a load with vectors: resume it with the embedder, or start over "
+                "without --resume"
+            )
+        # the positions done so far were loaded with --no-embed: resuming would leave them without vectors
+        restarted = "the checkpoint was of a --no-embed load: started over to add vectors"
+        log.warning("checkpoint %s: %s", ck_path, restarted)
+        previous = None
     if previous is not None and (previous.done or (options.limit is not None and previous.read >= options.limit)):
         log.info("checkpoint %s says this load is complete", ck_path)
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
@@ -245,7 +258,8 @@ async def run_load(
     final = tracker.checkpoint.advanced(done=exhausted)
     write_checkpoint(ck_path, final, sync=True)
     seconds = time.monotonic() - began
-    return _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
+    report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
+    return dataclasses.replace(report, extra={"restarted": restarted}) if restarted else report
 
 
 def _report(

@@ -36,10 +36,13 @@ async def open_target(
             )
         if embedder is not None:
             await store.check_embedder(embedder.model_id, embedder.dims, index=previous.index)
+        await store.ensure_embedder_field(previous.index)
         return previous.index, previous.swap_alias
     if rebuild:
         return await store.create_passages_version(embedder), True
-    return await store.ensure_indices(embedder), False
+    index = await store.ensure_indices(embedder)
+    await store.ensure_embedder_field(index)
+    return index, False
 
 
 @asynccontextmanager

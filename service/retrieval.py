@@ -181,7 +181,12 @@ class EsRetriever:
                 body = knn_body if method == "knn" else script_score_body
                 searches.append((self.index, body(query, vectors[i])))
             plan.append(slots)
+        gap_slot = -1
+        if vectors:  # one count more in the same round trip: how much of the index dense cannot see
+            gap_slot = len(searches)
+            searches.append((self.index, UNEMBEDDED_COUNT))
         responses = await self.store.msearch(searches)
+        unembedded = _total(responses[gap_slot]) if gap_slot >= 0 else 0
         results = []
         for i, (query, slots) in enumerate(zip(queries, plan, strict=True)):
             took = float(sum(responses[s].get("took", 0) for s in slots.values()))
@@ -190,8 +195,8 @@ class EsRetriever:
                 hits = [_strip_vector(h) for h in bm25[: query.k]]  # a meta read before a rebuild swap
             else:
                 if method == "rerank":
-                    dense = sorted(
-                        (_with_score(h, cosine(vectors[i], h.source.get("embedding") or [0.0])) for h in bm25),
+                    dense = sorted(  # a candidate without a vector (--no-embed) has no dense score
+                        (_with_score(h, cosine(vectors[i], h.source["embedding"])) for h in bm25 if _vector(h)),
                         key=lambda h: -h.score,
                     )
                     bm25 = bm25[: query.k]
@@ -206,9 +211,35 @@ class EsRetriever:
                     mode=query.mode,
                     dense_method=method if i in vectors else "none",
                     took_ms=took,
+                    without_vectors=unembedded if i in vectors else 0,
                 )
             )
         return results
+
+
+def without_vectors_note(count: int) -> str:
+    """What a dense or hybrid result says when part of the index has no vectors."""
+    return (
+        f"{count:,} documents of the index have no vector (loaded with --no-embed?): the dense side cannot "
+        "find them; load them again with the embedder"
+    )
+
+
+UNEMBEDDED_COUNT: dict[str, Any] = {
+    "size": 0,
+    "track_total_hits": True,
+    # ``embedder`` is written with every vector (``exists`` cannot see a ``_source``-only vector on 7.x)
+    "query": {"bool": {"must_not": [{"exists": {"field": "embedding"}}, {"exists": {"field": "embedder"}}]}},
+}
+
+
+def _total(response: dict[str, Any]) -> int:
+    total = response.get("hits", {}).get("total", 0)
+    return int(total.get("value", 0) if isinstance(total, dict) else total)
+
+
+def _vector(hit: Hit) -> bool:
+    return bool(hit.source.get("embedding"))
 
 
 def _strip_vector(hit: Hit) -> Hit:

@@ -124,6 +124,14 @@ class Store:
             if not await self.exists(name):
                 await self._create(name, load_template(template))
 
+    async def ensure_embedder_field(self, index: str) -> None:
+        """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
+        before it existed; a no-op where it is there. Written with every vector, it is what an
+        incremental load and a dense search ask to find documents without one (``exists`` cannot see a
+        ``_source``-only vector)."""
+        body = {"properties": {"embedder": {"type": "keyword"}}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
+
     async def require_passages(self, name: str) -> None:
         """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""
         if not await self.exists(name):

@@ -42,6 +42,9 @@ class SearchResult:
     mode: RetrievalMode
     dense_method: DenseMethod
     took_ms: float
+    #: dense/hybrid only: documents of the index without a vector (loaded with ``--no-embed``), which
+    #: the dense side cannot find; 0 when every document has one (or the query was BM25).
+    without_vectors: int = 0
 
 
 class Retriever(Protocol):

@@ -97,3 +97,33 @@ def entities(*items: tuple[str, Sequence[str]] | tuple[str, Sequence[str], str])
         same_as = item[2] if len(item) == 3 else ""
         out.append({"entity": item[0], "keywords": list(item[1]), "same_as": same_as})
     return {"entities": out}
+
+
+def deep_and_dual_model(fallback: Callable[[ScriptRequest], str]) -> Callable[[ScriptRequest], str]:
+    """One script for every strategy where DualRAG really retrieves (once, two entities, outlines
+    written): its reasoner, identifier and summarizer roles answer from a :class:`ChatModel`, every
+    other request (DeepRAG's format, the JSON roles of the others, the final answers) from ``fallback``."""
+    chat = ChatModel(
+        {
+            "reasoner": [reason("Find who directed Lethal Weapon.", True)],
+            "identifier": [
+                entities(("Lethal Weapon", ["Lethal Weapon director"]), ("Richard Donner", ["Richard Donner"]))
+            ],
+        },
+        summaries={
+            "Lethal Weapon": "Lethal Weapon (1987) was directed by Richard Donner.",
+            "Richard Donner": "Richard Donner (1930-2021) was an American film director.",
+        },
+    )
+
+    def script(request: ScriptRequest) -> str:
+        prompt = request.prompt
+        if prompt.startswith("Your reply could not be used") or role_of(prompt) in (
+            "reasoner",
+            "identifier",
+            "summarizer",
+        ):
+            return chat(request)
+        return fallback(request)
+
+    return script

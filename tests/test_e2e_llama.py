@@ -99,8 +99,9 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     model_doc = by_model.trace.to_document()
     decided = [s for s in model_doc["steps"] if s["kind"] == "generate" and s["decision"]]
     assert decided, model_doc["steps"]
-    # Decisions of the model come from the stop string read by the fallback (or the lack of one).
-    assert all(s["decided_by"].startswith(("fallback-", "no-marker")) for s in decided)
+    # Decisions of the model come from the stop string read by the fallback (or the lack of one), or
+    # from the repeat guard (a follow-up asked before is not retrieved again).
+    assert all(s["decided_by"].startswith(("fallback-", "no-marker", "repeat-of-depth-")) for s in decided)
     always_doc = always.trace.to_document()
     retrievals = [s for s in always_doc["steps"] if s["kind"] == "retrieve"]
     assert retrievals, always_doc["steps"]

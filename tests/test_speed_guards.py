@@ -4,6 +4,8 @@ request; a model that repeats its follow-up (DeepRAG), its next query (iterative
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -16,7 +18,15 @@ from hopsearch.service.strategies.iterative import Iterative
 from hopsearch.service.strategies.steps import normalise_query
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel, entities, reason
-from tests.llm_fixtures import PASSAGES, ListRetriever, fallback_for, server_for, settings_for
+from tests.llm_fixtures import (
+    PASSAGES,
+    DeepRAGModel,
+    ListRetriever,
+    PlanStep,
+    fallback_for,
+    server_for,
+    settings_for,
+)
 from tests.scripted_llm import ScriptRequest
 
 PROMPT = "Question: When was the director of Jaws born?"
@@ -159,3 +169,46 @@ async def test_dualrag_does_not_search_repeated_keywords_again() -> None:
         ("retrieve", ["Jaws director", "jaws DIRECTOR?"], 0)
     ]
     assert (doc["steps"][-1]["kind"], doc["steps"][-1]["decided_by"]) == ("answer", "repeat")
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-stream"])
+async def test_questions_take_turns_on_a_one_slot_server(flavour: str) -> None:
+    """On llama.cpp (one slot) one question's calls follow one another, so each prompt extends the
+    last one in the slot's cache; vLLM batches and caches prefixes itself, so questions interleave."""
+    model = DeepRAGModel([PlanStep("Who directed Jaws?", "search", "Steven Spielberg")], "1946")
+    questions = ["When was the director of Jaws born?", "Who was born first, Spielberg or Donner?"]
+    with server_for(flavour, model, delay_first=4, delay_s=0.3) as server:
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink(), stop_fallback=fallback_for(flavour))
+            answers = await asyncio.gather(*(strategy.answer(q, AskOptions()) for q in questions))
+    for answer in answers:
+        answer.raise_for_error()
+    owners = [0 if questions[0] in prompt else 1 for prompt in server.prompts]
+    if flavour == "vllm":
+        assert server.max_in_flight == 2
+    else:
+        assert server.max_in_flight == 1
+        assert owners == sorted(owners) or owners == sorted(owners, reverse=True), owners
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-stream"])
+async def test_each_prompt_of_a_question_extends_the_previous_one(flavour: str) -> None:
+    """Prefix caching (vLLM) and the one slot of llama.cpp reuse a question's previous prompt only if
+    nothing before the transcript varies between calls: every prompt extends the one before."""
+    model = DeepRAGModel(
+        [
+            PlanStep("Who directed Jaws?", "search", "Steven Spielberg"),
+            PlanStep("When was Steven Spielberg born?", "intermediate", "1946"),
+        ],
+        "1946",
+    )
+    with server_for(flavour, model) as server:
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink(), stop_fallback=fallback_for(flavour))
+            answer = await strategy.answer("When was the director of Jaws born?", AskOptions(demonstrations="Q: x"))
+    answer.raise_for_error()
+    prompts = server.prompts
+    assert len(prompts) == 6  # three generate steps, two intermediate answers, the final answer
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(prompts))
+    if flavour == "vllm":  # the turn before the transcript is the same in every request
+        assert len({str(r["messages"][:-1]) for r in server.requests}) == 1

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, front, routes, searchr1
+from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1
 from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response
 from hopsearch.service.api.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
@@ -45,6 +45,10 @@ ERROR_STATUSES = {
 def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
     """The app over ``settings``; a given ``runtime`` is used (and not closed) instead of opening one."""
     state = ApiState(settings, runtime)
+    tools = mcp_tools.build_server(state)
+    mcp_app = tools.streamable_http_app(
+        streamable_http_path="/", stateless_http=True, json_response=True, host=settings.api_host
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -55,7 +59,8 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         except HopsearchError as exc:
             log.warning("Elasticsearch not reachable yet (%s); connecting on first request", exc.error_type)
         try:
-            yield
+            async with tools.session_manager.run():  # the MCP tools at /_mcp
+                yield
         finally:
             await state.close()
 
@@ -74,6 +79,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
+    app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(Gate, state=state)
     app.add_middleware(front.Front, state=state, routes=app.router.routes)

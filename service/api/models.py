@@ -186,6 +186,8 @@ class SearchResponse(BaseModel):
 class RetrieveResponse(SearchResponse):
     mode: RetrievalMode
     dense_method: Literal["knn", "script_score", "rerank", "none"]
+    without_vectors: int = Field(0, description="Documents of the index without a vector (dense cannot find them).")
+    warning: str | None = None
 
 
 class Citation(BaseModel):

@@ -24,6 +24,7 @@ from hopsearch.service.api.models import (
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
 from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.types import RetrievalQuery, SearchResult
 
 router = APIRouter()
@@ -59,6 +60,9 @@ def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, 
     body = search_envelope(took, hits)
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
+    if result.without_vectors:
+        body["without_vectors"] = result.without_vectors
+        body["warning"] = without_vectors_note(result.without_vectors)
     return body
 
 

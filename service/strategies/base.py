@@ -204,7 +204,7 @@ async def run_recorded(
     text: str | None = None
     citations: Sequence[Citation] = ()
     try:
-        async with asyncio.timeout(seconds + _GRACE_S):
+        async with asyncio.timeout(seconds + _GRACE_S), llm.question():
             text, citations = await body(context)
     except TimeoutError as exc:
         error = LLMTimeout(f"no answer within the deadline of {seconds:g} s")

@@ -1,0 +1,164 @@
+"""MCP tools over the same runtime, limits and API keys as the HTTP service (the official ``mcp`` SDK).
+
+Tools: ``search`` (mode, k, literal filters), ``ask`` (strategy; the answer, its citations and the
+trace id), ``outline`` (an entity's DualRAG outline), ``trace`` (a trace document by id). The server
+runs over stdio (``hopsearch mcp``) or as streamable HTTP at ``/_mcp`` inside ``hopsearch serve``,
+behind the same gate as every other route (API keys, body limit). Errors come back as tool errors
+whose text is the Elasticsearch-style type and reason, redacted like every HTTP error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field, TypeAdapter, ValidationError
+
+from hopsearch.service.api.models import Filter, filter_clause
+from hopsearch.service.api.routes import VERSION
+from hopsearch.service.api.state import ApiState
+from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
+from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.runtime import STRATEGIES
+from hopsearch.service.strategies import AskOptions
+from hopsearch.service.types import RetrievalQuery
+
+T = TypeVar("T")
+#: Where ``hopsearch serve`` offers the tools as streamable HTTP.
+MOUNT = "/_mcp"
+FILTERS: TypeAdapter[list[Filter]] = TypeAdapter(list[Filter])
+INSTRUCTIONS = (
+    "hopsearch answers multi-hop questions over an Elasticsearch passages index. Use `search` for "
+    "passages, `ask` for an answer with citations (its `trace_id` opens the reasoning with `trace`), "
+    "and `outline` for what DualRAG has learned about an entity."
+)
+
+
+async def _guarded(state: ApiState, work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except HopsearchError as exc:
+        raise ToolError(state.redact(f"{exc.error_type}: {exc}")) from exc
+
+
+def build_server(state: ApiState) -> MCPServer:
+    """The MCP server whose tools call the runtime of ``state``."""
+    settings = state.settings
+    server: MCPServer = MCPServer(name="hopsearch", version=VERSION, instructions=INSTRUCTIONS)
+
+    def check_text(text: str, field: str) -> None:
+        if len(text) > settings.api_max_question_chars:
+            raise RequestInvalid(f"longer than {settings.api_max_question_chars} characters", field=field)
+
+    def check_k(k: int, field: str) -> None:
+        if not 1 <= k <= settings.api_max_k:
+            raise RequestInvalid(f"must be between 1 and {settings.api_max_k} (api_max_k)", field=field)
+
+    async def run_search(
+        query: str, mode: Literal["bm25", "dense", "hybrid"], k: int, filters: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        check_text(query, "query")
+        check_k(k, "k")
+        try:
+            clauses = [filter_clause(f) for f in FILTERS.validate_python(filters or [])]
+        except ValidationError as exc:
+            raise RequestInvalid(f"not a literal filter: {exc.errors()[0].get('msg')}", field="filters") from exc
+        runtime = await state.runtime()
+        result = (await runtime.retriever.search_many([RetrievalQuery(query, k=k, mode=mode, filters=clauses)]))[0]
+        state.metrics.retrieval(result.mode)
+        hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
+        return {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+
+    async def run_ask(
+        question: str, strategy: str, k: int, retrieval_mode: Literal["bm25", "dense", "hybrid"]
+    ) -> dict[str, Any]:
+        check_text(question, "question")
+        check_k(k, "k")
+        if strategy not in STRATEGIES:
+            raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field="strategy")
+        runtime = await state.runtime()
+        slot = state.admit_question()
+        try:
+            answer = await runtime.strategy(strategy).answer(question, AskOptions(k=k, retrieval_mode=retrieval_mode))
+        finally:
+            slot.release()
+        state.metrics.question(strategy, "error" if answer.error else "ok", answer.trace.totals())
+        if answer.error is not None:
+            answer.error.details["trace_id"] = answer.trace.trace_id
+            raise ToolError(state.redact(f"{answer.error.error_type}: {answer.error} (trace {answer.trace.trace_id})"))
+        return {
+            "answer": answer.text,
+            "citations": [{"id": c.id, "title": c.title, "score": c.score} for c in answer.citations],
+            "trace_id": answer.trace.trace_id,
+            "strategy": strategy,
+            "totals": answer.trace.totals(),
+        }
+
+    async def run_outline(entity: str, namespace: str | None) -> dict[str, Any]:
+        check_text(entity, "entity")
+        runtime = await state.runtime()
+        hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
+        if hit is None:
+            raise NotFound(f"no outline for entity [{entity}]")
+        outline: dict[str, Any] = hit["_source"]
+        return outline
+
+    async def run_trace(trace_id: str) -> dict[str, Any]:
+        check_text(trace_id, "id")
+        runtime = await state.runtime()
+        doc = await runtime.store.get_document(settings.traces_index, trace_id)
+        if doc is None:
+            raise NotFound(f"trace [{trace_id}] not found")
+        return doc
+
+    async def search(
+        query: Annotated[str, Field(description="Plain text (never query-string syntax).", min_length=1)],
+        mode: Annotated[Literal["bm25", "dense", "hybrid"], Field(description="Retrieval mode.")] = "bm25",
+        k: Annotated[int, Field(description="Number of passages.", ge=1)] = 5,
+        filters: Annotated[
+            list[dict[str, Any]] | None,
+            Field(
+                description='Literal filter clauses: term, terms, range, exists (e.g. {"term": {"source": "docs"}}).'
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        return await _guarded(state, run_search(query, mode, k, filters))
+
+    async def ask(
+        question: Annotated[str, Field(description="The question.", min_length=1)],
+        strategy: Annotated[str, Field(description=f"One of {', '.join(sorted(STRATEGIES))}.")] = "deeprag",
+        k: Annotated[int, Field(description="Passages per retrieval.", ge=1)] = 3,
+        retrieval_mode: Annotated[Literal["bm25", "dense", "hybrid"], Field(description="Retrieval mode.")] = "bm25",
+    ) -> dict[str, Any]:
+        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode))
+
+    async def outline(
+        entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
+        namespace: Annotated[str | None, Field(description="Outline namespace (default: any).")] = None,
+    ) -> dict[str, Any]:
+        return await _guarded(state, run_outline(entity, namespace))
+
+    async def trace(
+        id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
+    ) -> dict[str, Any]:
+        return await _guarded(state, run_trace(id))
+
+    server.add_tool(
+        search,
+        description="Search the passages index: BM25, dense or hybrid, with literal filters.",
+    )
+    server.add_tool(
+        ask,
+        description="Answer a (multi-hop) question with a strategy: answer, citations and trace id.",
+    )
+    server.add_tool(
+        outline,
+        description="What DualRAG has learned about an entity: its outline of facts with their passages.",
+    )
+    server.add_tool(
+        trace,
+        description="A trace document by id: every step, decision, query, passage id, tokens and latency.",
+    )
+    return server
