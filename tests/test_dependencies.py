@@ -28,10 +28,10 @@ def requirement_name(requirement: str) -> str:
     return normalised(match.group(0))
 
 
-def imported_distributions(*folders: str) -> dict[str, set[str]]:
-    """Distribution → the files importing it, over the top-level names imported in ``folders``."""
+def imported(*folders: str) -> dict[str, tuple[set[str], set[str]]]:
+    """Top-level third-party name imported in ``folders`` → (the distributions providing it, the files)."""
     owners = packages_distributions()
-    found: dict[str, set[str]] = {}
+    found: dict[str, tuple[set[str], set[str]]] = {}
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -46,8 +46,8 @@ def imported_distributions(*folders: str) -> dict[str, set[str]]:
                     if top in sys.stdlib_module_names or top in ("hopsearch", "tests", "__future__"):
                         continue
                     assert top in owners, f"{path}: imports {top!r}, which no installed distribution provides"
-                    for dist in owners[top]:
-                        found.setdefault(normalised(dist), set()).add(str(path.relative_to(ROOT)))
+                    _, files = found.setdefault(top, ({normalised(d) for d in owners[top]}, set()))
+                    files.add(str(path.relative_to(ROOT)))
     return found
 
 
@@ -59,20 +59,28 @@ def declared() -> dict[str, set[str]]:
     return groups
 
 
+def uncovered(names: dict[str, tuple[set[str], set[str]]], allowed: set[str]) -> dict[str, list[str]]:
+    return {top: sorted(files) for top, (dists, files) in names.items() if not dists & allowed}
+
+
+def used(names: dict[str, tuple[set[str], set[str]]]) -> set[str]:
+    return set().union(*(dists for dists, _ in names.values()))
+
+
 def test_runtime_dependencies_are_exactly_what_the_package_imports() -> None:
-    imported = imported_distributions(*package_folders())
+    names = imported(*package_folders())
     runtime = declared()["runtime"]
-    undeclared = {dist: sorted(files) for dist, files in imported.items() if dist not in runtime}
-    assert not undeclared, f"imported but not declared in [project] dependencies: {undeclared}"
-    assert not runtime - set(imported), f"declared but never imported: {sorted(runtime - set(imported))}"
+    assert not uncovered(names, runtime), (
+        f"imported but not declared in [project] dependencies: {uncovered(names, runtime)}"
+    )
+    assert not runtime - used(names), f"declared but never imported: {sorted(runtime - used(names))}"
 
 
 def test_dev_and_llm_extras_cover_the_tests_and_benchmarks_and_nothing_more() -> None:
     groups = declared()
-    imported = imported_distributions("tests", "benchmarks")
+    names = imported("tests", "benchmarks")
     available = groups["runtime"] | groups["dev"] | groups["llm"]
-    undeclared = {dist: sorted(files) for dist, files in imported.items() if dist not in available}
-    assert not undeclared, f"tests/benchmarks import undeclared distributions: {undeclared}"
-    unused = groups["dev"] - set(imported) - TOOLS
+    assert not uncovered(names, available), f"tests/benchmarks import undeclared: {uncovered(names, available)}"
+    unused = groups["dev"] - used(names) - TOOLS
     assert not unused, f"dev dependencies neither imported nor a tool: {sorted(unused)}"
-    assert not groups["llm"] - set(imported) - DATA_ONLY - set(imported_distributions(*package_folders()))
+    assert not groups["llm"] - used(names) - DATA_ONLY - used(imported(*package_folders()))
