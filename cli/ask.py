@@ -102,7 +102,10 @@ def ask(
         click.echo(
             f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
             f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
-            f"trace {document['trace_id']} in {settings.traces_index}"
+            f"trace {document['trace_id']} "
+            + (f"in {settings.traces_index}" if answer.trace_not_stored is None else "NOT stored (see the warning)")
         )
+    if answer.trace_not_stored is not None:
+        click.echo(f"warning: {answer.trace_not_stored}", err=True)
     if answer.error is not None:
         raise click.ClickException(f"{type(answer.error).__name__}: {answer.error}")

@@ -3,6 +3,7 @@ client and trace sink per process, and the strategies built over them by name.""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from hopsearch.service.embedders import make_embedder
@@ -13,6 +14,8 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, Strategy, build_strategy
 from hopsearch.service.traces import ElasticsearchTraceSink
 from hopsearch.service.types import Embedder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,8 +51,13 @@ class Runtime:
         )
 
     async def close(self) -> None:
-        await self.llm.aclose()
-        await self.store.close()
+        try:
+            pending = await self.sink.flush()
+            if pending:
+                log.error("%d trace(s) could not be stored before closing: they are lost", pending)
+        finally:
+            await self.llm.aclose()
+            await self.store.close()
 
     async def __aenter__(self) -> Runtime:
         return self

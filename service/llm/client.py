@@ -107,6 +107,16 @@ class LLMClient:
     def base_urls(self) -> list[str]:
         return list(self._pool.urls)
 
+    def in_flight(self, base_url: str) -> int:
+        """Requests of this client being served by ``base_url`` now."""
+        return self._pool.in_flight.get(base_url, 0)
+
+    async def get_models(self, base_url: str, wait_s: float) -> httpx.Response:
+        """One ``GET /models`` to ``base_url``, outside the concurrency limit and without retries
+        (the readiness probe); httpx errors pass through so a caller can tell connect from read."""
+        auth = self._pool.auth.get(base_url, httpx.USE_CLIENT_DEFAULT)
+        return await self._http.get(f"{base_url}/models", timeout=wait_s, auth=auth)
+
     def deadline_in(self, seconds: float | None = None) -> float:
         """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
         return time.monotonic() + (self.settings.llm_deadline if seconds is None else seconds)
