@@ -9,7 +9,6 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -17,6 +16,8 @@ from hopsearch.cli.esnode import find_java
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.health import LlmProbe, probe_llm
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever, without_vectors_note
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
@@ -169,11 +170,14 @@ def doctor() -> None:
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
-    for url in settings.llm_base_url:
-        try:
-            response = httpx.get(f"{url}/models", timeout=5)
-            report(response.status_code == 200, "llm", f"{url} answered {response.status_code}")
-        except httpx.HTTPError as exc:
-            report(False, "llm", f"{url}: {type(exc).__name__}")
+
+    async def llm() -> list[LlmProbe]:
+        async with LLMClient(settings) as client:
+            return await probe_llm(client, settings.health_timeout)
+
+    for probe in asyncio.run(llm()):
+        detail = {"ready": "answered", "busy": "busy (connection open, no answer yet)"}.get(probe.state, "unreachable")
+        detail = f"{probe.url} {detail} in {probe.ms:.0f} ms" + (f": {probe.error}" if probe.error else "")
+        report(probe.state != "unreachable", "llm", detail)
     if problems:
         raise SystemExit(1)

@@ -31,11 +31,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hopsearch.loaders.chunking import chunk_blocks
+from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.service.errors import InputError
+from hopsearch.service.lang import detect_lang
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -131,7 +132,8 @@ class DocsSource:
                     batch.skipped += 1
                     continue
                 title, blocks = extract(Path(path).suffix, data)
-                chunks = chunk_blocks(blocks, min_words=self.min_words, max_words=self.max_words)
+                lang = detect_lang(" ".join(b.text for b in blocks))
+                chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
                 if not chunks:
                     raise InputError("no text extracted (empty document)")
             except InputError as exc:
@@ -156,6 +158,7 @@ class DocsSource:
                     "path": path,
                     "url": Path(path).as_uri(),
                     "headings": list(chunk.headings),
+                    "lang": lang,
                     "metadata": meta,
                     "content_sha": sha,
                     "indexed_at": stamp,

@@ -21,7 +21,8 @@
         ├── NotFound                  404 no such route, trace or outline
         ├── MethodNotAllowed          405 the route exists, the method does not
         ├── RequestTooLarge           413 the body is over the limit
-        └── TooManyRequests           429 too many questions at once (es_rejected_execution_exception)
+        ├── TooManyRequests           429 too many questions at once (es_rejected_execution_exception)
+        └── ClientGone                499 the client closed the connection; its work was cancelled
 
 Library errors are wrapped with ``raise ... from exc`` so the cause stays in the traceback. Errors
 carry data (``status``, ``source``, ``position``, ``details``) for the HTTP layer and the CLI; their
@@ -175,3 +176,10 @@ class RequestTooLarge(ApiError):
 class TooManyRequests(ApiError):
     error_type = "es_rejected_execution_exception"
     status = 429
+
+
+class ClientGone(ApiError):
+    """Nobody reads this response: the client disconnected and its question was cancelled."""
+
+    error_type = "client_closed_request"
+    status = 499

@@ -1,6 +1,7 @@
 """Retrieval over the passages index: BM25, dense and hybrid, many queries in ONE ``_msearch``.
 
-- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5.
+- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5; a Japanese query
+  searches the index's Japanese fields instead (kuromoji sub-fields or SudachiPy tokens, per ``_meta``).
 - Dense: top-level ``knn`` (8.x), exact ``script_score`` cosine (7.17 with vectors), or cosine computed
   here over the BM25 candidates where the server has no vectors (``rerank``). The method used is
   reported with every result.
@@ -14,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hopsearch.service.errors import ConfigError, EmbedderMismatch
+from hopsearch.service.japanese import ja_query
 from hopsearch.service.store import Store
-from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult
+from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
 
 RRF_K = 60
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
@@ -63,11 +65,19 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
 Source = bool | Mapping[str, Any]
 
 
-def bm25_body(query: RetrievalQuery, size: int, *, source: Source = SOURCE_EXCLUDES) -> dict[str, Any]:
+def bm25_body(
+    query: RetrievalQuery,
+    size: int,
+    *,
+    source: Source = SOURCE_EXCLUDES,
+    ja: tuple[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """``ja`` (from :func:`~hopsearch.service.japanese.ja_query`) searches a Japanese query's own fields."""
+    text, fields = ja if ja is not None else (query.text, ("title", "text"))
     match = {
         "multi_match": {
-            "query": query.text,
-            "fields": ["title", "text"],
+            "query": text,
+            "fields": list(fields),
             "type": "best_fields",
             "tie_breaker": 0.5,
         }
@@ -162,9 +172,11 @@ class EsRetriever:
         if dense_idx:
             method = await self._dense_method()
             assert self.embedder is not None
-            embedded = await self.embedder.embed([queries[i].text for i in dense_idx])
+            embedded = await embed_queries(self.embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
         plain = await self._stored_source()
+        meta = await self.store.index_meta(self.index)
+        ja = [ja_query(q.text, meta) for q in queries]
         searches: list[tuple[str, dict[str, Any]]] = []
         plan: list[dict[str, int]] = []
         for i, query in enumerate(queries):
@@ -172,11 +184,12 @@ class EsRetriever:
             if query.mode == "bm25" or method == "rerank":
                 size = max(query.k, self.rerank_candidates) if query.mode != "bm25" else query.k
                 slots["bm25"] = len(searches)
-                searches.append((self.index, bm25_body(query, size, source=True if query.mode != "bm25" else plain)))
+                source: Source = True if query.mode != "bm25" else plain
+                searches.append((self.index, bm25_body(query, size, source=source, ja=ja[i])))
             else:
                 if query.mode == "hybrid":
                     slots["bm25"] = len(searches)
-                    searches.append((self.index, bm25_body(query, query.k, source=plain)))
+                    searches.append((self.index, bm25_body(query, query.k, source=plain, ja=ja[i])))
                 slots["dense"] = len(searches)
                 body = knn_body if method == "knn" else script_score_body
                 searches.append((self.index, body(query, vectors[i])))

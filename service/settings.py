@@ -84,8 +84,10 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ----------------------------------------------------------------------------
-    embedder: Literal["minilm", "openai", "none"] = Field(
-        "minilm", description="`minilm` (local CPU all-MiniLM-L6-v2), `openai` (/v1/embeddings) or `none`."
+    embedder: Literal["minilm", "e5", "openai", "none"] = Field(
+        "minilm",
+        description="`minilm` (local CPU all-MiniLM-L6-v2, English), `e5` (local CPU multilingual-e5-small, "
+        "Japanese and other languages), `openai` (/v1/embeddings) or `none`.",
     )
     embed_base_url: str | None = Field(None, description="Base URL of an OpenAI-compatible embeddings server.")
     embed_model: str | None = Field(None, description="Embedding model name for the `openai` embedder.")
@@ -107,6 +109,13 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
     llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
+    llm_slots_per_url: int = Field(
+        0,
+        ge=0,
+        description="Requests in flight per LLM base URL; the rest wait in this process, and that wait does "
+        "not count toward llm_timeout. 0: the server's own slot count where it reports one (llama.cpp "
+        "`/props` total_slots), else no limit beyond llm_max_concurrency.",
+    )
     llm_question_slots: int = Field(
         0,
         ge=0,
@@ -152,6 +161,18 @@ class Settings(BaseSettings):
         description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
         "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
         "Default: read and search APIs only.",
+    )
+
+    health_timeout: float = Field(
+        3.0,
+        gt=0,
+        description="Seconds /_health and `doctor` wait for each dependency; an LLM server that keeps the "
+        "connection open longer is reported busy (ready), not down.",
+    )
+
+    api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
+    api_sse_heartbeat_s: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
 
     # --- strategies ----------------------------------------------------------------------------

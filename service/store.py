@@ -3,7 +3,8 @@ documents, bulk writes and ``_msearch``.
 
 Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
 fills a new version and :meth:`Store.swap_alias` moves the alias atomically. The passages index
-``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer and vector mode;
+``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
+(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode;
 :meth:`Store.check_embedder` refuses vectors from any other embedder.
 """
 
@@ -23,12 +24,27 @@ import orjson
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
+from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
 
 
 def load_template(name: str) -> dict[str, Any]:
@@ -99,6 +115,11 @@ class Store:
             return self.settings.analyzer
         return "english" if self.info.analysis_common else "standard"
 
+    @property
+    def ja_analysis(self) -> JaAnalysis:
+        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
+        return ja_analysis_for(self.info.modules)
+
     # --- indices ---------------------------------------------------------------------------------
     async def exists(self, name: str) -> bool:
         return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
@@ -156,12 +177,21 @@ class Store:
             "EMBEDDING": embedding_mapping(self.info.vector_mode, embedder.dims) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        fields = ja_mappings(self.ja_analysis)
+        properties = body["mappings"]["properties"]
+        if self.ja_analysis == "kuromoji":
+            for name in ("title", "text"):
+                properties[name].setdefault("fields", {}).update(fields)
+        else:
+            properties.update(fields)
+            body["mappings"]["_source"] = {"excludes": list(fields)}  # searched, never read back
         body["mappings"]["_meta"] = {
             "hopsearch": {
                 "schema_version": SCHEMA_VERSION,
                 "embedder": embedder.model_id if embedder else None,
                 "dims": embedder.dims if embedder else None,
                 "analyzer": self.analyzer,
+                "ja_analysis": self.ja_analysis,
                 "vector_mode": self.info.vector_mode if embedder else None,
                 "created_at": datetime.now(UTC).isoformat(),
             }
@@ -325,8 +355,7 @@ class Store:
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
             if "error" in item:
-                err = item["error"]
-                reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
+                reason = error_reason(item["error"])
                 cls = IndexMissing if item.get("status") == 404 else StoreError
                 raise cls(f"msearch: {reason}", details={"status": item.get("status")})
             out.append(dict(item))

@@ -21,7 +21,7 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import ElasticsearchTraceSink
-from tests.conftest import unavailable
+from tests.conftest import EsNode, unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -106,3 +106,34 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     retrievals = [s for s in always_doc["steps"] if s["kind"] == "retrieve"]
     assert retrievals, always_doc["steps"]
     assert set(retrievals[0]["hit_ids"]) <= ids and retrievals[0]["hit_ids"]
+
+
+async def test_health_stays_ready_during_a_long_local_generation(llama: Settings, es8_node: EsNode) -> None:
+    """llama.cpp answers ``/v1/models`` only between generations: readiness must say busy, not down."""
+    import asyncio
+
+    import httpx
+
+    from hopsearch.service.api import create_app
+
+    overrides = {"es_url": [es8_node.url], "embedder": "none", "llm_retries": 0, "llm_timeout": 600.0}
+    settings = load_settings(**{**llama.model_dump(), **overrides})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        runtime = await app.state.api.runtime()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://hopsearch") as client:
+            # End-of-text and end-of-turn banned: the model writes all its tokens.
+            extra = {"logit_bias": {"1": -100, "106": -100}}
+            prompt = "Write a very long story about a lighthouse keeper."
+            generation = asyncio.create_task(runtime.llm.complete(prompt, max_tokens=64, extra=extra))
+            await asyncio.sleep(1.0)
+            statuses = []
+            while not generation.done() and len(statuses) < 3:
+                response = await client.get("/_health")
+                statuses.append((response.status_code, response.json()["llm"]["state"], generation.done()))
+            completion = await generation
+    assert statuses, "the generation finished before /_health was asked"
+    assert all(code == 200 for code, _, _ in statuses), statuses
+    assert any(state == "busy" and not done for _, state, done in statuses), statuses
+    assert completion.usage.completion_tokens > 32

@@ -7,10 +7,12 @@ query-string syntax (questions and queries go into ``multi_match`` and kNN bodie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from hopsearch.service.errors import HopsearchError, RequestInvalid
 from hopsearch.service.strategies import AskOptions, Budget
 from hopsearch.service.types import RetrievalMode
 
@@ -86,6 +88,24 @@ class ExistsFilter(_Strict):
 
 
 Filter = TermFilter | TermsFilter | RangeFilter | ExistsFilter
+
+
+def filter_error(filters: Sequence[Filter], error: HopsearchError) -> RequestInvalid:
+    """Elasticsearch refused a search with ``filters``: a 400 naming the filter (the one whose value
+    the refusal quotes, else all of them) and its field."""
+    reason = str(error).removeprefix("msearch: ")
+    for number, item in enumerate(filters):
+        clause = filter_clause(item)
+        [(kind, body)] = clause.items()
+        field = body.get("field") if kind == "exists" else next(iter(body))
+        values = body[field] if kind != "exists" else {}
+        values = list(values.values()) if isinstance(values, dict) else values
+        values = values if isinstance(values, list) else [values]
+        if any(f'"{value}"' in reason or f"[{value}]" in reason for value in values):
+            return RequestInvalid(
+                f"{kind} filter on [{field}] refused by Elasticsearch: {reason}", field=f"body.filters.{number}"
+            )
+    return RequestInvalid(f"a filter was refused by Elasticsearch: {reason}", field="body.filters")
 
 
 def filter_clause(item: Filter) -> dict[str, Any]:
@@ -215,9 +235,14 @@ class DocumentResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["green", "red"]
+    status: Literal["green", "yellow", "red"]
+    ready: bool
     elasticsearch: dict[str, Any]
     llm: dict[str, Any]
+
+
+class LivenessResponse(BaseModel):
+    status: Literal["alive"]
 
 
 class RootResponse(BaseModel):

@@ -10,19 +10,22 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service.api.envelope import OrjsonResponse
+from hopsearch.service.api.envelope import OrjsonResponse, limit_message, status_of
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
     HealthResponse,
+    LivenessResponse,
     OutlineSearchRequest,
     RetrieveRequest,
     RetrieveResponse,
     SearchResponse,
     filter_clause,
+    filter_error,
 )
 from hopsearch.service.api.state import ApiState
-from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
+from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid, StoreError
+from hopsearch.service.health import readiness
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.types import RetrievalQuery, SearchResult
@@ -39,7 +42,7 @@ def state_of(request: Request) -> ApiState:
 
 def check_k(state: ApiState, k: int, field: str) -> None:
     if k > state.settings.api_max_k:
-        raise RequestInvalid(f"must be at most {state.settings.api_max_k} (api_max_k)", field=field)
+        raise RequestInvalid(limit_message(state.settings, "api_max_k"), field=field)
 
 
 def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
@@ -68,37 +71,28 @@ def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, 
 
 @router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})
 async def health(request: Request) -> OrjsonResponse:
-    """Elasticsearch and the LLM reachable (no API key needed). 200 when both are, else 503."""
+    """Readiness (no API key needed): 200 when Elasticsearch answers and the LLM is ready or busy
+    (``yellow``: a generation holds it; a busy model is not down), else 503."""
     state = state_of(request)
-    es: dict[str, Any] = {"reachable": False}
-    llm: dict[str, Any] = {"reachable": False}
+    timeout = state.settings.health_timeout
     try:
         runtime = await state.runtime()
-        started = time.perf_counter()
-        cluster = await runtime.store.cluster_health()
-        es = {
-            "reachable": True,
-            "version": runtime.store.info.number,
-            "cluster_status": cluster.get("status"),
-            "ms": _ms(started),
-        }
-        try:
-            started = time.perf_counter()
-            await runtime.llm.request("GET", "/models", None, deadline=time.monotonic() + 3.0)
-            llm = {"reachable": True, "model": runtime.llm.model, "ms": _ms(started)}
-        except HopsearchError as exc:
-            llm["error"] = exc.error_type
     except HopsearchError as exc:
-        es["error"] = exc.error_type
-    except Exception as exc:  # the client library's own connection errors
-        es["error"] = type(exc).__name__
-    ok = es["reachable"] and llm["reachable"]
-    body = {"status": "green" if ok else "red", "elasticsearch": es, "llm": llm}
-    return OrjsonResponse(body, status_code=200 if ok else 503)
+        body = {
+            "status": "red",
+            "ready": False,
+            "elasticsearch": {"reachable": False, "error": exc.error_type},
+            "llm": {"reachable": False, "state": "unknown", "error": "not probed: no runtime without Elasticsearch"},
+        }
+        return OrjsonResponse(body, status_code=503)
+    body = await readiness(runtime.store, runtime.llm, timeout)
+    return OrjsonResponse(body, status_code=200 if body["ready"] else 503)
 
 
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+@router.get("/_health/live", response_model=None, responses={200: {"model": LivenessResponse}})
+async def live() -> OrjsonResponse:
+    """Liveness (no API key needed): the process serves requests; no dependency is asked."""
+    return OrjsonResponse({"status": "alive"})
 
 
 @router.get("/_metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
@@ -117,7 +111,12 @@ async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) ->
         raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
     runtime = await state.for_index(index)
     query = RetrievalQuery(body.query, k=body.k, mode=body.mode, filters=[filter_clause(f) for f in body.filters])
-    result = (await runtime.retriever.search_many([query]))[0]
+    try:
+        result = (await runtime.retriever.search_many([query]))[0]
+    except StoreError as exc:
+        if body.filters and status_of(exc) == 400:
+            raise filter_error(body.filters, exc) from exc
+        raise
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)
     return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took))

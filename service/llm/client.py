@@ -1,7 +1,12 @@
 """An async OpenAI-compatible client: completions and chat over several base URLs.
 
-Bounded concurrency (one semaphore per client), per-request timeouts, an overall deadline, retries
-with exponential back-off and full jitter on connect errors, timeouts, 429 and 5xx. Every HTTP
+Bounded concurrency (one semaphore per client, and per base URL the server's capacity: its slot count
+where it reports one, llama.cpp's ``/props`` ``total_slots``, or ``llm_slots_per_url``), per-request
+timeouts, an overall deadline, retries with exponential back-off and full jitter on connect errors,
+timeouts, 429 and 5xx. A request waits for a free slot in this process before it is sent, and its
+timeout starts only then: time queued behind our own requests never times a request out (a one-slot
+server sent 8 requests at once would otherwise serve them in turn while the later ones time out and
+are retried). Every HTTP
 request is recorded as an :class:`Attempt`; failures carry them in ``error.details["attempts"]``.
 The transport is injectable (``httpx.MockTransport``, ``httpx.ASGITransport``) instead of patching.
 """
@@ -48,6 +53,9 @@ class _Pool:
         self.balance = balance
         self.in_flight = dict.fromkeys(self.urls, 0)
         self._turn = itertools.count()
+        self.slots: dict[str, asyncio.Semaphore] = {}
+        self.capacity: dict[str, int | None] = {}
+        self._probing: dict[str, asyncio.Lock] = {}
 
     def pick(self, avoid: str | None = None) -> str:
         start = next(self._turn) % len(self.urls)
@@ -98,6 +106,16 @@ class LLMClient:
     @property
     def base_urls(self) -> list[str]:
         return list(self._pool.urls)
+
+    def in_flight(self, base_url: str) -> int:
+        """Requests of this client being served by ``base_url`` now."""
+        return self._pool.in_flight.get(base_url, 0)
+
+    async def get_models(self, base_url: str, wait_s: float) -> httpx.Response:
+        """One ``GET /models`` to ``base_url``, outside the concurrency limit and without retries
+        (the readiness probe); httpx errors pass through so a caller can tell connect from read."""
+        auth = self._pool.auth.get(base_url, httpx.USE_CLIENT_DEFAULT)
+        return await self._http.get(f"{base_url}/models", timeout=wait_s, auth=auth)
 
     def deadline_in(self, seconds: float | None = None) -> float:
         """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
@@ -251,13 +269,15 @@ class LLMClient:
                 break
             timeout = min(self.settings.llm_timeout, remaining)
             attempt, data, retryable = await self._attempt(
-                method, path, body, timeout, avoid=last_url, stream_cut=stream_cut
+                method, path, body, timeout, avoid=last_url, stream_cut=stream_cut, deadline=deadline
             )
             last_url = attempt.url.removesuffix(path)
             attempts.append(attempt)
             if data is not None:
                 return data, attempts
             timed_out = attempt.status is None and "timeout" in (attempt.error or "").lower()
+            if not retryable and timed_out:
+                break
             if not retryable:
                 raise LLMError(f"LLM request failed: {attempt.error}", details=_details(attempts))
             log.info("LLM attempt %d failed (%s); retrying", retry + 1, attempt.error)
@@ -266,6 +286,33 @@ class LLMClient:
             raise LLMTimeout(f"LLM call did not finish in time after {len(attempts)} attempt(s)", details=details)
         last = attempts[-1].error if attempts else "no attempt made"
         raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
+
+    async def server_slots(self, base: str) -> asyncio.Semaphore | None:
+        """The per-URL limit: ``llm_slots_per_url``, else the slot count the server reports (llama.cpp
+        ``GET /props`` → ``total_slots``), asked once per URL; ``None``: no limit of its own."""
+        pool = self._pool
+        if base not in pool.capacity:
+            lock = pool._probing.setdefault(base, asyncio.Lock())
+            async with lock:
+                if base not in pool.capacity:
+                    slots = self.settings.llm_slots_per_url or (
+                        None if self.settings.llm_engine in ("vllm", "openai") else await self._probe_slots(base)
+                    )  # vLLM and OpenAI batch: no slot count to respect
+                    pool.capacity[base] = slots
+                    if slots:
+                        pool.slots[base] = asyncio.Semaphore(slots)
+                        log.info("LLM server %s: %d request(s) at a time", base, slots)
+        return pool.slots.get(base)
+
+    async def _probe_slots(self, base: str) -> int | None:
+        root = base.removesuffix("/v1")
+        auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
+        try:
+            response = await self._http.get(f"{root}/props", timeout=min(5.0, self.settings.llm_timeout), auth=auth)
+            total = response.json().get("total_slots") if response.status_code == 200 else None
+        except (httpx.HTTPError, OSError, ValueError, AttributeError):
+            return None
+        return total if isinstance(total, int) and total > 0 else None
 
     async def _attempt(
         self,
@@ -276,19 +323,34 @@ class LLMClient:
         *,
         avoid: str | None,
         stream_cut: Sequence[str] | None = None,
+        deadline: float | None = None,
     ) -> tuple[Attempt, dict[str, Any] | None, bool]:
         """One request; returns (attempt, JSON body or None, retryable). The base URL is picked
-        once a concurrency slot is free, so least-busy sees the requests really in flight."""
+        once a concurrency slot is free, so least-busy sees the requests really in flight; then the
+        request waits for one of that server's slots, and its timeout starts once it has one."""
         async with self._semaphore:
             base = self._pool.pick(avoid=avoid)
             url = base + path
             self._pool.in_flight[base] += 1
-            started = time.monotonic()
+            queued = started = time.monotonic()
             auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
             try:
-                if stream_cut is not None:
-                    return await self._stream(method, url, body, seconds, auth, stream_cut, started)
-                response = await self._http.request(method, url, json=body, timeout=seconds, auth=auth)
+                slots = await self.server_slots(base)
+                async with contextlib.AsyncExitStack() as held:
+                    if slots is not None:
+                        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        try:
+                            async with asyncio.timeout(wait):
+                                await held.enter_async_context(slots)
+                        except TimeoutError:  # the deadline passed in our own queue: nothing to retry
+                            why = "timeout: the deadline passed while queued for a server slot"
+                            return _fail(url, None, queued, why), None, False
+                        if deadline is not None:
+                            seconds = min(self.settings.llm_timeout, deadline - time.monotonic())
+                    started = time.monotonic()
+                    if stream_cut is not None:
+                        return await self._stream(method, url, body, seconds, auth, stream_cut, started)
+                    response = await self._http.request(method, url, json=body, timeout=seconds, auth=auth)
             except (httpx.TimeoutException, TimeoutError) as exc:
                 return _fail(url, None, started, f"timeout: {type(exc).__name__}"), None, True
             except (httpx.TransportError, OSError) as exc:

@@ -31,6 +31,7 @@ from hopsearch.service.strategies.steps import (
     context_line,
     distinct_texts,
     final_answer,
+    in_question_language,
     json_step,
     single_prompt,
     text_step,
@@ -58,18 +59,24 @@ DECOMPOSE_SCHEMA: dict[str, Any] = {
 
 
 def decompose_prompt(question: str) -> str:
-    return (
-        "Split the question into the smallest set of self-contained sub-questions (1 to "
-        f"{MAX_SUB_QUERIES}) that must be looked up to answer it. A simple question stays one "
-        f"sub-question: itself.\n\nQuestion: {question}\n\n"
-        "Reply with one JSON object with the key sub_queries: a list of strings."
+    return in_question_language(
+        question,
+        (
+            "Split the question into the smallest set of self-contained sub-questions (1 to "
+            f"{MAX_SUB_QUERIES}) that must be looked up to answer it. A simple question stays one "
+            f"sub-question: itself.\n\nQuestion: {question}\n\n"
+            "Reply with one JSON object with the key sub_queries: a list of strings."
+        ),
     )
 
 
 def hyde_prompt(sub_query: str) -> str:
-    return (
-        "Write a short encyclopedia-style passage that answers this question (two or three sentences; "
-        f"invent plausible details if you do not know them).\n\nQuestion: {sub_query}\nPassage:"
+    return in_question_language(
+        sub_query,
+        (
+            "Write a short encyclopedia-style passage that answers this question (two or three sentences; "
+            f"invent plausible details if you do not know them).\n\nQuestion: {sub_query}\nPassage:"
+        ),
     )
 
 
