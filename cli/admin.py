@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.esnode import find_java
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
@@ -53,14 +54,18 @@ def init(no_embed: bool) -> None:
 @click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> None:
+@filter_options
+def search(
+    query: str, mode: str, k: int, index: str | None, as_json: bool, sources: tuple[str, ...], filters: tuple[str, ...]
+) -> None:
     """Retrieve passages for QUERY (BM25, dense or hybrid) and print them."""
+    clauses = filter_clauses(sources, filters)
 
     async def go() -> Any:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             embedder = make_embedder(settings) if mode != "bm25" else None
-            retriever = EsRetriever(store, embedder, index=index)
+            retriever = EsRetriever(store, embedder, index=index, filters=clauses)
             [result] = await retriever.search_many([RetrievalQuery(query, k=k, mode=mode)])  # type: ignore[arg-type]
             return result
 

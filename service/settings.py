@@ -170,6 +170,20 @@ class Settings(BaseSettings):
         "connection open longer is reported busy (ready), not down.",
     )
 
+    api_source_fields: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Source fields a `_retrieve` hit returns (dotted names, comma-separated, e.g. "
+        "`title,text,path`); empty: every field but the hidden ones.",
+    )
+    api_hidden_fields: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Source fields a `_retrieve` hit never returns (dotted names, comma-separated).",
+    )
+    api_server_paths: bool = Field(
+        False,
+        description="Return server paths as indexed (absolute `path`, `file:` `url`, `metadata.root`); "
+        "off: `path` relative to the indexed folder, no `file:` URL and no root.",
+    )
     api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
     api_sse_heartbeat_s: float = Field(
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
@@ -229,7 +243,7 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "api_source_fields", "api_hidden_fields", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -207,6 +207,11 @@ class Store:
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
         return [name for _, name in sorted(found)]
 
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder))
+        return name
+
     async def create_passages_version(self, embedder: Embedder | None) -> str:
         """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
         versions = await self.passages_versions()
@@ -276,6 +281,35 @@ class Store:
     async def get_settings(self, index: str) -> dict[str, Any]:
         response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
         return dict(next(iter(response.values()))["settings"]["index"])
+
+    async def prefix_indices(self) -> list[dict[str, Any]]:
+        """Every index under ``<prefix>-``: name, aliases, documents, size, ``_meta.hopsearch``, created."""
+        pattern = f"{self.settings.index_prefix}-*"
+        found = body_of(await call(self.client.indices.get(index=pattern), f"get {pattern}"))
+        stats = body_of(await call(self.client.indices.stats(index=pattern, metric="docs,store"), "stats"))
+        rows = []
+        for name, body in sorted(found.items()):
+            totals = stats.get("indices", {}).get(name, {}).get("primaries", {})
+            created = body.get("settings", {}).get("index", {}).get("creation_date")
+            rows.append(
+                {
+                    "index": name,
+                    "aliases": sorted(body.get("aliases", {})),
+                    "documents": totals.get("docs", {}).get("count"),
+                    "bytes": totals.get("store", {}).get("size_in_bytes"),
+                    "created": datetime.fromtimestamp(int(created) / 1000, UTC).isoformat() if created else None,
+                    "meta": body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}),
+                }
+            )
+        return rows
+
+    async def delete_indices(self, names: Sequence[str]) -> None:
+        """Delete these indices (exact names: no wildcards reach Elasticsearch from here)."""
+        for name in names:
+            if any(c in name for c in "*?,"):
+                raise StoreError(f"refusing to delete [{name}]: exact index names only")
+            await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
 
     # --- documents -------------------------------------------------------------------------------
     async def put_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> None:

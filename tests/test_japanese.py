@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from hopsearch.service.retrieval import bm25_body
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, FINAL
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, rerank
 from hopsearch.service.strategies.dualrag_prompts import (
     answer_prompt,
     identifier_prompt,
@@ -199,3 +201,25 @@ def test_prompts_ask_for_answers_in_the_question_language() -> None:
     en_prompts = [single_prompt(en, "Context:"), answer_prompt(en, "", []), hyde_prompt(en), assess_prompt(en, [], [])]
     assert not any(JAPANESE_NOTE in p for p in en_prompts)
     assert "Follow up:" in DEMONSTRATIONS and FINAL == "\nSo the final answer is:"  # DeepRAG keeps its markers
+
+
+async def test_dualrag_rerank_embeds_entity_names_as_queries(e5: E5Embedder) -> None:
+    calls: list[str] = []
+
+    class Recording(E5Embedder):
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            calls.append("passage")
+            return await super().embed(texts)
+
+        async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+            calls.append("query")
+            return await super().embed_queries(texts)
+
+    hits = [
+        Hit("a", 1.0, "拠点一覧", "本社は横浜市西区にあります。"),
+        Hit("b", 0.9, "福利厚生", "保養所は軽井沢町にあり、一泊三千円で利用できます。"),
+    ]
+    searches = [EntitySearch("保養所", "保養所", ("保養所 料金",))]
+    ranked = await rerank(Recording(), searches, {"保養所": hits})
+    assert [h.id for h in ranked["保養所"]] == ["b", "a"]
+    assert calls == ["query", "passage"]

@@ -4,9 +4,11 @@ multilingual e5 dense retrieval."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from hopsearch.loaders.api import load_jsonl
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders import E5Embedder
@@ -162,3 +164,22 @@ async def test_a_japanese_question_keeps_its_trace_and_outline(store: Store, tmp
     assert takagi.facts[0].question == question and takagi.facts[0].trace_id == answer.trace.trace_id
     project = await outlines.get("default", "「かざぐるま」プロジェクト")
     assert project is not None and "高木" in project.facts[0].summary
+
+
+async def test_jsonl_records_get_their_language_and_tokens(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "ja1", "title": "出張規程", "text": "海外出張の日当は一日六千円です。"},
+        {"_id": "ja2", "title": "福利厚生", "text": "保養所は軽井沢町にあります。"},
+        {"_id": "en1", "title": "Travel policy", "text": "The daily allowance abroad is 6,000 yen."},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    report = await load_jsonl(store, path, opts(tmp_path, "jsonl"))
+    assert report.indexed == 3
+    langs = {
+        hit["_id"]: hit["_source"]["lang"]
+        for hit in (await store.search(store.settings.passages_alias, {}))["hits"]["hits"]
+    }
+    assert langs == {"ja1": "ja", "ja2": "ja", "en1": "en"}
+    [result] = await EsRetriever(store).search_many([RetrievalQuery("海外出張の日当", k=3)])
+    assert [h.id for h in result.hits] == ["ja1"]  # token fields: only Japanese passages, only the match

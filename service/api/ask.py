@@ -38,14 +38,18 @@ SSE = "text/event-stream"
 
 def answer_body(answer: Answer, took: int) -> dict[str, Any]:
     trace = answer.trace
-    return {
+    body: dict[str, Any] = {
         "took": took,
         "trace_id": trace.trace_id,
         "strategy": trace.strategy,
         "answer": answer.text,
         "citations": [{"_id": c.id, "_score": c.score, "title": c.title} for c in answer.citations],
         "totals": trace.totals(),
+        "trace_stored": answer.trace_not_stored is None,
     }
+    if answer.trace_not_stored is not None:
+        body["warning"] = answer.trace_not_stored
+    return body
 
 
 def _event(name: str, data: Any, state: ApiState) -> bytes:

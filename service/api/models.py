@@ -224,6 +224,8 @@ class AskResponse(BaseModel):
     answer: str | None
     citations: list[Citation]
     totals: dict[str, float]
+    trace_stored: bool = Field(True, description="False when the trace could not be written (kept for retry).")
+    warning: str | None = None
 
 
 class DocumentResponse(BaseModel):

@@ -5,6 +5,7 @@ the hot path); the pydantic models in :mod:`.models` document them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -58,8 +59,10 @@ def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = N
     }
 
 
-def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, Any]:
-    hits = [{"_index": index, "_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
+def retrieve_envelope(
+    index: str, result: SearchResult, took: int, shown: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
+) -> dict[str, Any]:
+    hits = [{"_index": index, "_id": h.id, "_score": h.score, "_source": shown(h.source)} for h in result.hits]
     body = search_envelope(took, hits)
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
@@ -119,7 +122,7 @@ async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) ->
         raise
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)
-    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took))
+    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took, state.hit_sources))
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})

@@ -70,6 +70,8 @@ class Answer:
     citations: tuple[Citation, ...]
     trace: Trace
     error: HopsearchError | None = field(default=None, compare=False)
+    #: ``None`` when the trace was stored; else why not (the sink keeps it and retries, bounded).
+    trace_not_stored: str | None = None
 
     def raise_for_error(self) -> None:
         if self.error is not None:
@@ -216,14 +218,19 @@ async def run_recorded(
         await _write(sink, trace)
         raise
     trace = recorder.finish(text, citations, error)
-    await _write(sink, trace)
-    return Answer(text=text, citations=tuple(citations), trace=trace, error=error)
+    not_stored = await _write(sink, trace)
+    return Answer(text=text, citations=tuple(citations), trace=trace, error=error, trace_not_stored=not_stored)
 
 
-async def _write(sink: TraceSink | None, trace: Trace) -> None:
+async def _write(sink: TraceSink | None, trace: Trace) -> str | None:
+    """Write the trace; ``None`` when it was stored, else what the answer says about it."""
     if sink is None:
-        return
+        return None
     try:
         await sink.write(trace.trace_id, trace.to_document())
     except (HopsearchError, OSError) as exc:
         log.warning("could not write trace %s: %s", trace.trace_id, exc)
+        pending = len(getattr(sink, "pending", ()))
+        held = f"; held in this process for retry ({pending} pending)" if pending else ""
+        return f"trace {trace.trace_id} could not be stored: {exc}{held}"
+    return None
