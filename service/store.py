@@ -318,6 +318,18 @@ class Store:
             f"index document into {index}",
         )
 
+    async def get_sources(self, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``fields`` of the documents ``ids`` that exist (one ``_mget``), by id."""
+        if not ids:
+            return {}
+        try:
+            response = body_of(
+                await call(self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)), "mget")
+            )
+        except IndexMissing:
+            return {}
+        return {d["_id"]: d.get("_source") or {} for d in response.get("docs", []) if d.get("found")}
+
     async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:
             response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
