@@ -6,12 +6,14 @@ import asyncio
 import json
 import shutil
 from typing import Any
+from urllib.parse import quote
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.esnode import find_java
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
@@ -52,14 +54,18 @@ def init(no_embed: bool) -> None:
 @click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search(query: str, mode: str, k: int, index: str | None, as_json: bool) -> None:
+@filter_options
+def search(
+    query: str, mode: str, k: int, index: str | None, as_json: bool, sources: tuple[str, ...], filters: tuple[str, ...]
+) -> None:
     """Retrieve passages for QUERY (BM25, dense or hybrid) and print them."""
+    clauses = filter_clauses(sources, filters)
 
     async def go() -> Any:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             embedder = make_embedder(settings) if mode != "bm25" else None
-            retriever = EsRetriever(store, embedder, index=index)
+            retriever = EsRetriever(store, embedder, index=index, filters=clauses)
             [result] = await retriever.search_many([RetrievalQuery(query, k=k, mode=mode)])  # type: ignore[arg-type]
             return result
 
@@ -92,8 +98,14 @@ def traces() -> None:
 @traces.command("show")
 @click.argument("trace_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
-def show(trace_id: str, as_json: bool) -> None:
+@click.option("--open", "open_url", is_flag=True, help="Print the URL of the trace in the viewer of `hopsearch serve`.")
+def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     """Print one trace: its steps, decisions, answer and totals."""
+    if open_url:
+        settings = load_settings()
+        host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+        click.echo(f"http://{host}:{settings.api_port}/_ui/traces/{quote(trace_id, safe='')}")
+        return
 
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
@@ -144,7 +156,7 @@ def doctor() -> None:
         click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
 
     try:
-        report(True, "java", str(find_java(settings.java_home)))
+        report(True, "java", str(find_java(settings.java_home, settings.es_version)))
     except HopsearchError as exc:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
 
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import answer_text
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -19,12 +20,18 @@ from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 
 async def ask_question(
-    settings: Settings, question: str, strategy_name: str, options: AskOptions, *, index: str | None = None
+    settings: Settings,
+    question: str,
+    strategy_name: str,
+    options: AskOptions,
+    *,
+    index: str | None = None,
+    filters: Sequence[Mapping[str, Any]] = (),
 ) -> Answer:
     """Answer from the passages index or alias ``index`` (default: the settings' alias) with the
     configured LLM. A passages index that does not exist is an error; nothing is created for it (the
     outlines and traces indices under the prefix are, where missing)."""
-    async with await Runtime.open(settings, passages=index) as runtime:
+    async with await Runtime.open(settings, passages=index, filters=filters) as runtime:
         await runtime.store.require_passages(runtime.retriever.index)
         await runtime.store.ensure_side_indices()
         return await runtime.strategy(strategy_name).answer(question, options)
@@ -62,6 +69,7 @@ def render_step(step: Mapping[str, Any]) -> str:
 @click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
 @click.option("--few-shot", is_flag=True, help="Put worked DeepRAG examples before the question.")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
+@filter_options
 def ask(
     question: str,
     strategy: str,
@@ -72,6 +80,8 @@ def ask(
     k: int | None,
     few_shot: bool,
     as_json: bool,
+    sources: tuple[str, ...],
+    filters: tuple[str, ...],
 ) -> None:
     """Answer QUESTION and show the answer, its citations and the step trace."""
     settings = load_settings(**({"index_prefix": prefix} if prefix else {}))
@@ -82,7 +92,9 @@ def ask(
         demonstrations=DEMONSTRATIONS if few_shot else "",
     )
     try:
-        answer = asyncio.run(ask_question(settings, question, strategy, options, index=index))
+        answer = asyncio.run(
+            ask_question(settings, question, strategy, options, index=index, filters=filter_clauses(sources, filters))
+        )
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     document = answer.trace.to_document()

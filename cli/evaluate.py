@@ -6,6 +6,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -19,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import ConfigError, HopsearchError
@@ -55,6 +57,7 @@ class EvalJob:
     mode: str
     few_shot: bool
     out: Path
+    filters: tuple[dict[str, Any], ...] = ()
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
@@ -66,7 +69,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             f"--corpus-from-context loads into the passages alias [{settings.passages_alias}], not "
             f"[{job.index}]: use --prefix to choose where"
         )
-    async with await Runtime.open(settings, passages=job.index) as runtime:
+    async with await Runtime.open(settings, passages=job.index, filters=job.filters) as runtime:
         if job.corpus_from_context:
             report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
             present = int(report.extra["already_indexed"])
@@ -117,6 +120,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
 @click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@filter_options
 def evaluate(
     questions: Path,
     strategy: str,
@@ -129,6 +133,8 @@ def evaluate(
     few_shot: bool,
     out: Path | None,
     as_json: bool,
+    sources: tuple[str, ...],
+    filters: tuple[str, ...],
 ) -> None:
     """Run STRATEGY over a HotpotQA / 2WikiMultihopQA / MuSiQue question file; print EM, F1, Acc,
     retrievals, LLM calls, tokens and wall time, overall and per question type."""
@@ -136,7 +142,17 @@ def evaluate(
     target = out or Path(f"eval-{strategy}-{questions.stem}.jsonl")
     try:
         job = EvalJob(
-            questions, strategy, limit, index, prefix, concurrency, corpus_from_context, mode, few_shot, target
+            questions,
+            strategy,
+            limit,
+            index,
+            prefix,
+            concurrency,
+            corpus_from_context,
+            mode,
+            few_shot,
+            target,
+            tuple(filter_clauses(sources, filters)),
         )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:

@@ -99,6 +99,12 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--keep-old", is_flag=True, help="With --rebuild: keep the previous index version.")(f)
     f = click.option("--rebuild", is_flag=True, help="Fill a new index version, then swap the alias.")(f)
     f = click.option("--no-embed", is_flag=True, help="BM25 only: no vectors.")(f)
+    f = click.option(
+        "--index",
+        "index_name",
+        default=None,
+        help="Load into this index or alias (created if missing) instead of the default.",
+    )(f)
     return f
 
 
@@ -159,6 +165,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         keep_old=params["keep_old"],
         checkpoint=params.get("checkpoint"),
         dead_letter=params["dead_letter"],
+        index=params.get("index_name"),
     )
     console = Console(stderr=True)
     bar = None if params["quiet"] else BarProgress(f"{kind} {path.name}", console)
@@ -217,5 +224,5 @@ def qa(path: Path, **params: Any) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @_options
 def docs(path: Path, **params: Any) -> None:
-    """A directory of .md, .txt, .html, .pdf and .docx files (incremental)."""
+    """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
     _run("docs", load_docs, path, params)

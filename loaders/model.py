@@ -124,6 +124,8 @@ class LoadOptions:
     max_retries: int = 8
     initial_backoff: float = 0.5
     refresh: bool = True
+    #: load into this index or alias (created as a passages index if missing) instead of the default alias
+    index: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,7 +232,7 @@ async def run_load(
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
     if options.resume and previous is None:
         log.warning("no checkpoint at %s: starting from the beginning", ck_path)
-    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous)
+    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous, named=options.index)
     began = time.monotonic()
     async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:
         checkpoint = previous or Checkpoint(

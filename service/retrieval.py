@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -132,10 +133,13 @@ class EsRetriever:
         *,
         index: str | None = None,
         rerank_candidates: int = 100,
+        filters: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.index = index or store.settings.passages_alias
+        #: filter clauses added to every query (``--source docs``: one corpus of a shared index)
+        self.filters = tuple(filters)
         self.rerank_candidates = rerank_candidates
 
     async def _dense_method(self) -> DenseMethod:
@@ -166,6 +170,8 @@ class EsRetriever:
         """Answer every query with ONE ``_msearch`` (two bodies per hybrid query on vector servers)."""
         if not queries:
             return []
+        if self.filters:
+            queries = [dataclasses.replace(q, filters=(*q.filters, *self.filters)) for q in queries]
         dense_idx = [i for i, q in enumerate(queries) if q.mode != "bm25"]
         method: DenseMethod = "none"
         vectors: dict[int, list[float]] = {}

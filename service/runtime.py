@@ -4,7 +4,9 @@ client and trace sink per process, and the strategies built over them by name.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.llm import LLMClient
@@ -31,9 +33,16 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, settings: Settings, *, passages: str | None = None, refresh_traces: bool = False) -> Runtime:
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        passages: str | None = None,
+        filters: Sequence[Mapping[str, Any]] = (),
+        refresh_traces: bool = False,
+    ) -> Runtime:
         """Clients over ``settings``; ``passages`` is the index or alias retrieval reads (default: the
-        settings' passages alias)."""
+        settings' passages alias); ``filters`` are added to every retrieval (``--source docs``)."""
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -46,7 +55,7 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, index=passages),
+            retriever=EsRetriever(store, embedder, index=passages, filters=filters),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 

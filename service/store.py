@@ -207,6 +207,11 @@ class Store:
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
         return [name for _, name in sorted(found)]
 
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder))
+        return name
+
     async def create_passages_version(self, embedder: Embedder | None) -> str:
         """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
         versions = await self.passages_versions()
@@ -312,6 +317,18 @@ class Store:
             self.client.index(index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"),
             f"index document into {index}",
         )
+
+    async def get_sources(self, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``fields`` of the documents ``ids`` that exist (one ``_mget``), by id."""
+        if not ids:
+            return {}
+        try:
+            response = body_of(
+                await call(self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)), "mget")
+            )
+        except IndexMissing:
+            return {}
+        return {d["_id"]: d.get("_source") or {} for d in response.get("docs", []) if d.get("found")}
 
     async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:

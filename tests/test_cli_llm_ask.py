@@ -135,3 +135,14 @@ async def test_eval_index_missing_is_an_error_and_creates_nothing(store: Store, 
         refused = await asyncio.to_thread(CliRunner().invoke, evaluate, args, env=env)
     assert refused.exit_code == 1 and f"no such passages index or alias [{prefix}-absent]" in refused.output
     assert await indices_under(store, prefix) == []
+
+
+async def test_ask_source_filter_keeps_to_one_corpus(store: Store, tmp_path: Path) -> None:
+    await loaded(store)  # every passage has source "jsonl"
+    with server_for("vllm", MODEL) as server:
+        env = env_for(store, server.base_url, tmp_path)
+        args = ["Who directed Lethal Weapon?", "--prefix", store.settings.index_prefix, "--strategy", "single"]
+        kept = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--source", "jsonl"], env=env)
+        other = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--source", "docs"], env=env)
+    assert kept.exit_code == 0 and "[1] p-lethal  Lethal Weapon" in kept.output
+    assert other.exit_code == 0 and "Citations:" not in other.output and "→ no hits" in other.output

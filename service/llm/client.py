@@ -135,19 +135,28 @@ class LLMClient:
 
     @contextlib.asynccontextmanager
     async def question(self) -> AsyncIterator[None]:
-        """Hold one of the server's question slots for a question's calls (``llm_question_slots``):
+        """Hold one of the servers' question slots for a question's calls (``llm_question_slots``;
+        0: on llama.cpp the servers' slot counts added up, a server that reports none counting one):
         on a one-slot llama.cpp server a question's prompts then follow one another and each
         extends the last one in the slot's cache, instead of every prompt being evaluated anew."""
-        slots = self.settings.llm_question_slots
-        if not slots:
-            slots = 1 if await self.engine() == "llamacpp" else 0
-        if not slots:
-            yield
-            return
         if self._questions is None:
-            self._questions = asyncio.Semaphore(slots)
+            slots = self.settings.llm_question_slots or await self._auto_question_slots()
+            if not slots:  # vLLM, OpenAI: no turns
+                yield
+                return
+            if self._questions is None:  # another question may have set it while this one probed
+                self._questions = asyncio.Semaphore(slots)
         async with self._questions:
             yield
+
+    async def _auto_question_slots(self) -> int:
+        if await self.engine() != "llamacpp":
+            return 0
+        total = 0
+        for base in self._pool.urls:
+            await self.server_slots(base)
+            total += self._pool.capacity.get(base) or 1
+        return total
 
     # --- the two endpoints ---------------------------------------------------------------------
     async def complete(
