@@ -121,8 +121,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Questions whose LLM calls may interleave on the server; the others wait their turn "
         "(a question's prompts extend one another, and a server with one slot keeps only the last "
-        "prompt: interleaved questions evaluate every prompt from the start). 0: 1 for llama.cpp "
-        "(llama-cpp-python has one slot), no limit for vLLM and OpenAI (they batch and cache prefixes).",
+        "prompt: interleaved questions evaluate every prompt from the start). 0: for llama.cpp the servers' "
+        "slot counts added up (one for a server that reports none: llama-cpp-python has one slot), no limit "
+        "for vLLM and OpenAI (they batch and cache prefixes).",
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
