@@ -6,6 +6,7 @@ import asyncio
 import json
 import shutil
 from typing import Any
+from urllib.parse import quote
 
 import click
 from rich.console import Console
@@ -97,8 +98,14 @@ def traces() -> None:
 @traces.command("show")
 @click.argument("trace_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
-def show(trace_id: str, as_json: bool) -> None:
+@click.option("--open", "open_url", is_flag=True, help="Print the URL of the trace in the viewer of `hopsearch serve`.")
+def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     """Print one trace: its steps, decisions, answer and totals."""
+    if open_url:
+        settings = load_settings()
+        host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+        click.echo(f"http://{host}:{settings.api_port}/_ui/traces/{quote(trace_id, safe='')}")
+        return
 
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
@@ -149,7 +156,7 @@ def doctor() -> None:
         click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
 
     try:
-        report(True, "java", str(find_java(settings.java_home)))
+        report(True, "java", str(find_java(settings.java_home, settings.es_version)))
     except HopsearchError as exc:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
+from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
-from hopsearch.cli.render import answer_lines
+from hopsearch.cli.render import answer_text, steps_table
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
@@ -79,9 +80,21 @@ def ask(
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        stored_in = settings.traces_index if answer.trace_not_stored is None else None
-        for line in answer_lines(question, document, stored_in):
-            click.echo(line)
+        click.echo(f"Question: {question}")
+        click.echo(f"Answer:   {answer_text(answer.text)}")
+        if answer.citations:
+            click.echo("Citations:")
+            for number, citation in enumerate(answer.citations, start=1):
+                click.echo(f"  [{number}] {citation.id}  {citation.title}  ({citation.score:.2f})")
+        console = Console()
+        console.print(steps_table(document, console.width))
+        totals = document["totals"]
+        click.echo(
+            f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
+            f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
+            f"trace {document['trace_id']} "
+            + (f"in {settings.traces_index}" if answer.trace_not_stored is None else "NOT stored (see the warning)")
+        )
     if answer.trace_not_stored is not None:
         click.echo(f"warning: {answer.trace_not_stored}", err=True)
     if answer.error is not None:

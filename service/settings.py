@@ -78,6 +78,22 @@ class Settings(BaseSettings):
     es_ca_file: Path | None = Field(None, description="CA certificate file for HTTPS clusters.")
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
+    es_max_retries: int = Field(
+        3, ge=0, le=10, description="Client retries on another node after a connection error, a timeout or 502/503/504."
+    )
+    es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
+    es_wait_for_active_shards: str | None = Field(
+        None,
+        description="Shard copies a document write waits for (`1`, `2`… or `all`); unset: the primary only "
+        "(Elasticsearch's default).",
+    )
+    passages_shards: int = Field(1, ge=1, le=1024, description="Primary shards of a new passages index.")
+    passages_replicas: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="Replicas of a new passages index; unset: 1 where the cluster has more than one data node, else 0.",
+    )
     index_prefix: str = Field("hopsearch", description="Prefix of the passages, outlines and traces indices.")
     analyzer: str | None = Field(
         None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."
@@ -121,8 +137,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Questions whose LLM calls may interleave on the server; the others wait their turn "
         "(a question's prompts extend one another, and a server with one slot keeps only the last "
-        "prompt: interleaved questions evaluate every prompt from the start). 0: 1 for llama.cpp "
-        "(llama-cpp-python has one slot), no limit for vLLM and OpenAI (they batch and cache prefixes).",
+        "prompt: interleaved questions evaluate every prompt from the start). 0: for llama.cpp the servers' "
+        "slot counts added up (one for a server that reports none: llama-cpp-python has one slot), no limit "
+        "for vLLM and OpenAI (they batch and cache prefixes).",
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1
+from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1, ui
 from hopsearch.service.api.middleware import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
@@ -79,6 +79,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
+    app.include_router(ui.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(Gate, state=state, routes=app.router.routes)

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware import check_key
+from hopsearch.service.api.middleware import check_key, leaf_routes
 from hopsearch.service.api.models import RootResponse
 from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.responses import OrjsonResponse, error_response
@@ -72,7 +72,8 @@ class Front:
     def __init__(self, app: ASGIApp, state: ApiState, routes: Sequence[BaseRoute]) -> None:
         self.app = app
         self.state = state
-        self.routes = routes
+        self._routes = routes
+        self._leaves: list[BaseRoute] | None = None
         self.forwarder = Forwarder(state.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,7 +94,9 @@ class Front:
             self.state.metrics.request(scope["method"], "proxy", status, time.perf_counter() - started)
 
     def _own(self, scope: Scope) -> bool:
-        return any(route.matches(scope)[0] != Match.NONE for route in self.routes)
+        if self._leaves is None:  # every route is registered before the first request
+            self._leaves = leaf_routes(self._routes)
+        return any(route.matches(scope)[0] != Match.NONE for route in self._leaves)
 
     def _own_scope(self, scope: Scope) -> Scope:
         """A key in ``X-Hopsearch-Key`` is the one the gate checks (``Authorization`` is then ES's); a
