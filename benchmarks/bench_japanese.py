@@ -78,11 +78,8 @@ async def bm25_recall(store: Store, qs: list[JaQuestion], *, tokens: bool) -> di
         body = bm25_body(query, 10, source=True, ja=ja_query(q.question, meta) if tokens else None)
         response = await store.search(store.settings.passages_alias, body)
         names = [Path(h["_source"]["path"]).name for h in response["hits"]["hits"]]
-        ranked = list(dict.fromkeys(names))
-        for k in scores:
-            # top-k passages, counted as the files they come from
+        for k in scores:  # the top-k passages, counted as the files they come from
             scores[k] += recall(list(dict.fromkeys(names[:k])), q.supporting)
-        del ranked
     return {k: v / len(qs) for k, v in scores.items()}
 
 

@@ -156,7 +156,7 @@ def doctor() -> None:
         click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
 
     try:
-        report(True, "java", str(find_java(settings.java_home)))
+        report(True, "java", str(find_java(settings.java_home, settings.es_version)))
     except HopsearchError as exc:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")

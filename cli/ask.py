@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
+from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
-from hopsearch.cli.render import answer_text
+from hopsearch.cli.render import answer_text, steps_table
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
@@ -35,28 +36,6 @@ async def ask_question(
         await runtime.store.require_passages(runtime.retriever.index)
         await runtime.store.ensure_side_indices()
         return await runtime.strategy(strategy_name).answer(question, options)
-
-
-def _short(text: str, width: int = 90) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def render_step(step: Mapping[str, Any]) -> str:
-    """One readable line per step."""
-    head = f"{step['index'] + 1:>3} {step['kind']:<8} d{step['depth']:<2}"
-    if step["kind"] == "retrieve":
-        body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
-    else:
-        decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
-        output = step["output"] or step.get("error")
-        body = f"{decision:<34} {_short(output, 50)!r}" if output else f"{decision:<34} (empty output)"
-    cost = f"{step['latency_ms']:.0f} ms"
-    if step["llm_calls"]:
-        cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
-    if step["retries"]:
-        cost += f", {step['retries']} retr{'y' if step['retries'] == 1 else 'ies'}"
-    return f"{head} {body}  [{cost}]"
 
 
 @click.command("ask")
@@ -107,9 +86,8 @@ def ask(
             click.echo("Citations:")
             for number, citation in enumerate(answer.citations, start=1):
                 click.echo(f"  [{number}] {citation.id}  {citation.title}  ({citation.score:.2f})")
-        click.echo(f"Steps ({document['strategy']}, model {document['model']}):")
-        for step in document["steps"]:
-            click.echo(render_step(step))
+        console = Console()
+        console.print(steps_table(document, console.width))
         totals = document["totals"]
         click.echo(
             f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "

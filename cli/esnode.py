@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -132,23 +133,41 @@ def distribution(spec: NodeSpec) -> Path:
     return home
 
 
-def find_java(explicit: Path | None) -> Path:
-    """A JDK 17+ for the node: the explicit one, else one under /usr/lib/jvm, else ``java`` on PATH."""
+#: The oldest Java each Elasticsearch major runs on (9.x needs 21; 7.17 and 8.x run on 17).
+MIN_JAVA = {7: 11, 8: 17, 9: 21}
+
+
+def java_major(home: Path) -> int | None:
+    """The feature release of the JDK at ``home`` (its ``release`` file, else a number in its name)."""
+    try:
+        match = re.search(r'^JAVA_VERSION="(?:1\.)?(\d+)', (home / "release").read_text(), re.M)
+    except OSError:
+        match = re.search(r"(?:^|-)(\d{2})(?:-|\.|$)", home.name)
+    return int(match.group(1)) if match else None
+
+
+def find_java(explicit: Path | None, es_version: str | None = None, jvm: Path = Path("/usr/lib/jvm")) -> Path:
+    """A JDK for the node: the explicit one, else the oldest JDK under ``jvm`` that the Elasticsearch
+    major of ``es_version`` runs on (:data:`MIN_JAVA`; the oldest, since newer JDKs drop what older
+    Elasticsearch releases use, such as the security manager), else ``java`` on PATH if new enough."""
     if explicit is not None:
         return explicit
-    jvm = Path("/usr/lib/jvm")
+    need = MIN_JAVA.get(int(es_version.split(".")[0]), 17) if es_version else 17
+    fitting: list[tuple[int, str, Path]] = []
     if jvm.is_dir():
-        candidates = sorted(p for p in jvm.iterdir() if (p / "bin" / "java").is_file() and not p.is_symlink())
-        for preferred in ("17", "21", "25"):
-            for cand in candidates:
-                if preferred in cand.name:
-                    return cand
-        if candidates:
-            return candidates[0]
+        for cand in jvm.iterdir():
+            major = java_major(cand) if (cand / "bin" / "java").is_file() and not cand.is_symlink() else None
+            if major is not None and major >= need:
+                fitting.append((major, cand.name, cand))
+    if fitting:
+        return min(fitting)[2]
     java = shutil.which("java")
     if java:
-        return Path(java).resolve().parent.parent
-    raise NodeError("no Java found: install a JDK 17+ or set HOPSEARCH_JAVA_HOME")
+        home = Path(java).resolve().parent.parent
+        if (java_major(home) or need) >= need:
+            return home
+    what = f"Elasticsearch {es_version}" if es_version else "Elasticsearch"
+    raise NodeError(f"no Java {need}+ found for {what}: install a JDK {need}+ or set HOPSEARCH_JAVA_HOME")
 
 
 def _unprivileged_prefix() -> list[str]:
@@ -206,7 +225,7 @@ def add_user(spec: NodeSpec, name: str, password: str, roles: str, role_yaml: st
     if role_yaml:
         with (conf / "roles.yml").open("a", encoding="utf-8") as out:
             out.write("\n" + role_yaml)
-    java = find_java(spec.java_home)
+    java = find_java(spec.java_home, spec.version)
     env = dict(os.environ, ES_JAVA_HOME=str(java), JAVA_HOME=str(java), ES_PATH_CONF=str(conf))
     tool = [str(home / "bin" / "elasticsearch-users"), "useradd", name, "-p", password, "-r", roles]
     done = subprocess.run(tool, env=env, capture_output=True, text=True, check=False)
@@ -260,7 +279,7 @@ def start(spec: NodeSpec, *, timeout: float = 180.0, auth: tuple[str, str] | Non
     home = distribution(spec)
     spec.node_dir.mkdir(parents=True, exist_ok=True)
     conf = _prepare_config(home, spec)
-    java = find_java(spec.java_home)
+    java = find_java(spec.java_home, spec.version)
     env = dict(os.environ)
     env.update(
         {

@@ -30,7 +30,9 @@ async def _until(check: Any, seconds: float = 20.0) -> bool:
 
 async def test_a_client_that_disconnects_frees_its_slot_and_429_says_when_to_retry(es8_node: EsNode) -> None:
     with server_for("vllm", MODEL, hang=True) as llm:
-        settings = api_settings(es8_node.url, llm, api_max_concurrent_asks=1, api_retry_after_s=2)
+        # The model never answers and the LLM timeout is long: only the disconnect can free the slot.
+        limits = {"api_max_concurrent_asks": 1, "api_retry_after_s": 2, "llm_timeout": 600.0, "llm_retries": 0}
+        settings = api_settings(es8_node.url, llm, **limits)
         store = await Store.connect(settings)
         try:
             await load_passages(store)
@@ -45,7 +47,7 @@ async def test_a_client_that_disconnects_frees_its_slot_and_429_says_when_to_ret
                     gone.cancel()  # the client goes away while the model is still "generating"
                     with pytest.raises(asyncio.CancelledError):
                         await gone
-                    freed = await _until(lambda: state.asks_in_flight == 0)
+                    freed = await _until(lambda: state.asks_in_flight == 0, seconds=15.0)
                     metrics = (await client.get("/_metrics")).text
         finally:
             await store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
+from hopsearch.service.llm.capacity import ServerSlots
 from hopsearch.service.llm.sse import read_until
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
 from hopsearch.service.settings import Settings
@@ -53,9 +54,6 @@ class _Pool:
         self.balance = balance
         self.in_flight = dict.fromkeys(self.urls, 0)
         self._turn = itertools.count()
-        self.slots: dict[str, asyncio.Semaphore] = {}
-        self.capacity: dict[str, int | None] = {}
-        self._probing: dict[str, asyncio.Lock] = {}
 
     def pick(self, avoid: str | None = None) -> str:
         start = next(self._turn) % len(self.urls)
@@ -91,6 +89,7 @@ class LLMClient:
         if settings.llm_api_key is not None:
             headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
         self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
+        self.slots = ServerSlots(self._http, settings, self._pool.auth)
         self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
         self._questions: asyncio.Semaphore | None = None
 
@@ -154,8 +153,8 @@ class LLMClient:
             return 0
         total = 0
         for base in self._pool.urls:
-            await self.server_slots(base)
-            total += self._pool.capacity.get(base) or 1
+            await self.slots.for_url(base)
+            total += self.slots.capacity.get(base) or 1
         return total
 
     # --- the two endpoints ---------------------------------------------------------------------
@@ -296,33 +295,6 @@ class LLMClient:
         last = attempts[-1].error if attempts else "no attempt made"
         raise LLMUnavailable(f"LLM unavailable after {len(attempts)} attempt(s): {last}", details=details)
 
-    async def server_slots(self, base: str) -> asyncio.Semaphore | None:
-        """The per-URL limit: ``llm_slots_per_url``, else the slot count the server reports (llama.cpp
-        ``GET /props`` → ``total_slots``), asked once per URL; ``None``: no limit of its own."""
-        pool = self._pool
-        if base not in pool.capacity:
-            lock = pool._probing.setdefault(base, asyncio.Lock())
-            async with lock:
-                if base not in pool.capacity:
-                    slots = self.settings.llm_slots_per_url or (
-                        None if self.settings.llm_engine in ("vllm", "openai") else await self._probe_slots(base)
-                    )  # vLLM and OpenAI batch: no slot count to respect
-                    pool.capacity[base] = slots
-                    if slots:
-                        pool.slots[base] = asyncio.Semaphore(slots)
-                        log.info("LLM server %s: %d request(s) at a time", base, slots)
-        return pool.slots.get(base)
-
-    async def _probe_slots(self, base: str) -> int | None:
-        root = base.removesuffix("/v1")
-        auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
-        try:
-            response = await self._http.get(f"{root}/props", timeout=min(5.0, self.settings.llm_timeout), auth=auth)
-            total = response.json().get("total_slots") if response.status_code == 200 else None
-        except (httpx.HTTPError, OSError, ValueError, AttributeError):
-            return None
-        return total if isinstance(total, int) and total > 0 else None
-
     async def _attempt(
         self,
         method: str,
@@ -344,7 +316,7 @@ class LLMClient:
             queued = started = time.monotonic()
             auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
             try:
-                slots = await self.server_slots(base)
+                slots = await self.slots.for_url(base)
                 async with contextlib.AsyncExitStack() as held:
                     if slots is not None:
                         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
