@@ -6,6 +6,7 @@
     ├── StoreError                    Elasticsearch said no or could not be reached
     │   ├── StoreUnavailable          connection refused / timed out (retryable)
     │   ├── IndexMissing              the index or alias does not exist
+│   ├── VersionConflict           409: a concurrent writer changed the document first (optimistic concurrency)
     │   └── EmbedderMismatch          vectors from another embedder than the index ``_meta`` names
     ├── NodeError                     starting or stopping a local Elasticsearch / LLM server failed
     ├── EmbedderError                 the embedding model failed
@@ -92,6 +93,14 @@ class StoreUnavailable(StoreError):
 class IndexMissing(StoreError):
     error_type = "index_not_found_exception"
     status = 404
+
+
+class VersionConflict(StoreError):
+    """409 from Elasticsearch: the document changed (or already exists) since it was read. Callers that
+    read-merge-write re-read and retry; one raised past their retries says how often they tried."""
+
+    error_type = "version_conflict_engine_exception"
+    status = 409
 
 
 class EmbedderMismatch(StoreError):

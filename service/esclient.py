@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable
+from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable, VersionConflict
 from hopsearch.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,8 @@ def translate(exc: Exception, what: str) -> StoreError:
         reason = f"{err.get('type')}: {err.get('reason')}"
     if status == 404:
         return IndexMissing(f"{what}: {reason}", details={"status": 404})
+    if status == 409:
+        return VersionConflict(f"{what}: {reason}", details={"status": 409})
     error = StoreError(f"{what}: {reason}", details={"status": status})
     if status is not None and 400 <= status < 500:
         error.status = 400 if status != 429 else 429

@@ -78,6 +78,22 @@ class Settings(BaseSettings):
     es_ca_file: Path | None = Field(None, description="CA certificate file for HTTPS clusters.")
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
+    es_max_retries: int = Field(
+        3, ge=0, le=10, description="Client retries on another node after a connection error, a timeout or 502/503/504."
+    )
+    es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
+    es_wait_for_active_shards: str | None = Field(
+        None,
+        description="Shard copies a document write waits for (`1`, `2`… or `all`); unset: the primary only "
+        "(Elasticsearch's default).",
+    )
+    passages_shards: int = Field(1, ge=1, le=1024, description="Primary shards of a new passages index.")
+    passages_replicas: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="Replicas of a new passages index; unset: 1 where the cluster has more than one data node, else 0.",
+    )
     index_prefix: str = Field("hopsearch", description="Prefix of the passages, outlines and traces indices.")
     analyzer: str | None = Field(
         None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError, VersionConflict
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
 from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
@@ -312,11 +312,52 @@ class Store:
         self._meta_cache.clear()
 
     # --- documents -------------------------------------------------------------------------------
-    async def put_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> None:
+    async def put_document(
+        self,
+        index: str,
+        doc_id: str,
+        body: Mapping[str, Any],
+        *,
+        refresh: bool = False,
+        if_seq_no: int | None = None,
+        if_primary_term: int | None = None,
+        create: bool = False,
+    ) -> None:
+        """Index one document. ``if_seq_no``/``if_primary_term`` make it conditional on the version read
+        (optimistic concurrency) and ``create`` refuses an existing id; either refusal raises
+        :class:`~hopsearch.service.errors.VersionConflict`. Waits for ``es_wait_for_active_shards``."""
+        params: dict[str, Any] = {"refresh": "true" if refresh else "false"}
+        if if_seq_no is not None and if_primary_term is not None:
+            params |= {"if_seq_no": if_seq_no, "if_primary_term": if_primary_term}
+        if create:
+            params["op_type"] = "create"
+        if self.settings.es_wait_for_active_shards:
+            params["wait_for_active_shards"] = self.settings.es_wait_for_active_shards
         await call(
-            self.client.index(index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"),
+            self.client.index(index=index, id=doc_id, body=dict(body), **params),
             f"index document into {index}",
         )
+
+    async def create_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> bool:
+        """Write a document that must not exist yet (``op_type=create``); ``False`` where it already did,
+        so a retried append never duplicates nor overwrites."""
+        try:
+            await self.put_document(index, doc_id, body, refresh=refresh, create=True)
+        except VersionConflict:
+            return False
+        return True
+
+    async def get_versioned(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
+        """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
+        or ``None``. A real-time get: it sees the latest write without a refresh."""
+        try:
+            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
+        except IndexMissing:
+            return None
+        source = response.get("_source")
+        if not response.get("found") or not isinstance(source, dict):
+            return None
+        return dict(source), int(response["_seq_no"]), int(response["_primary_term"])
 
     async def get_sources(self, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``fields`` of the documents ``ids`` that exist (one ``_mget``), by id."""

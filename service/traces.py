@@ -227,9 +227,9 @@ class TraceSink(Protocol):
 class DocumentStore(Protocol):
     """The part of the store the Elasticsearch sink needs."""
 
-    async def put_document(
+    async def create_document(
         self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False
-    ) -> None: ...
+    ) -> bool: ...
 
 
 class ElasticsearchTraceSink:
@@ -238,7 +238,9 @@ class ElasticsearchTraceSink:
     Traces are the audit record, so one that cannot be written (Elasticsearch down) is not dropped: it
     is kept in a bounded buffer (``max_pending``; past it the oldest is given up, counted in
     ``dropped`` and logged as an error) and retried, oldest first, before every later write and on
-    :meth:`flush` (the runtime flushes when it closes). ``write`` still raises for the trace it could
+    :meth:`flush` (the runtime flushes when it closes). Traces are append-only: each is created under its
+    trace id (``op_type=create``), so a retry of a write that did land (a timeout after the node stored
+    it) finds it there and neither duplicates nor overwrites it. ``write`` still raises for the trace it could
     not store, so the answer can say so."""
 
     def __init__(self, store: DocumentStore, index: str, *, refresh: bool = False, max_pending: int = 1000) -> None:
@@ -252,7 +254,7 @@ class ElasticsearchTraceSink:
     async def write(self, trace_id: str, doc: Mapping[str, Any]) -> None:
         await self.flush()
         try:
-            await self.store.put_document(self.index, trace_id, doc, refresh=self.refresh)
+            await self.store.create_document(self.index, trace_id, doc, refresh=self.refresh)
         except (HopsearchError, OSError):
             self._keep(trace_id, doc)
             raise
@@ -262,7 +264,7 @@ class ElasticsearchTraceSink:
         while self.pending:
             trace_id, doc = self.pending[0]
             try:
-                await self.store.put_document(self.index, trace_id, doc, refresh=self.refresh)
+                await self.store.create_document(self.index, trace_id, doc, refresh=self.refresh)
             except (HopsearchError, OSError) as exc:
                 log.info("%d trace(s) still pending: %s", len(self.pending), exc)
                 break
