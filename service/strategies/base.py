@@ -169,6 +169,10 @@ class RunContext:
                 output=f"{results[0].mode} ({results[0].dense_method})" if results else "",
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 retrievals=1,
+                # part of the index has no vectors (--no-embed): the dense side could not find those
+                details={"without_vectors": results[0].without_vectors}
+                if results and results[0].without_vectors
+                else None,
             )
         )
         return hits
