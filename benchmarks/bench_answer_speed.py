@@ -9,7 +9,7 @@ interleaved (the order alternates per question) so both see the same load on a s
 
 - **before**: the llama.cpp server as ``llm up`` started it before (all-token logits), the
   ``followup`` stop fallback (a second request per generation step), no repeat guard;
-- **after**: ``llm up``'s server command now (:func:`hopsearch.service.llm.local.server_command`),
+- **after**: ``llm up``'s server command now (:func:`hopsearch.cli.llm_server.server_command`),
   the ``stream`` stop fallback (the default) and the repeat guard (the default).
 
 Each side has its own ``llama_cpp.server`` (Gemma 3 270M Q4_K_M, one slot, started here on free ports
@@ -43,9 +43,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hopsearch.loaders.questions import QARecord, index_contexts, read_questions  # noqa: E402
+from hopsearch.cli.llm_server import server_command  # noqa: E402
+from hopsearch.loaders.api import ensure_qa_contexts  # noqa: E402
+from hopsearch.loaders.questions import QARecord, read_questions  # noqa: E402
 from hopsearch.service.evaluation.metrics import score  # noqa: E402
-from hopsearch.service.llm.local import server_command  # noqa: E402
 from hopsearch.service.runtime import Runtime  # noqa: E402
 from hopsearch.service.settings import Settings, load_settings  # noqa: E402
 from hopsearch.service.strategies import AskOptions, depth_for  # noqa: E402
@@ -172,8 +173,9 @@ def same_decisions(before: list[Any], after: list[Any]) -> str:
     return "same" if before == after else "DIFFERENT"
 
 
-def base_settings(args: argparse.Namespace, prefix: str, port: int, fallback: str) -> Settings:
+def base_settings(args: argparse.Namespace, prefix: str, port: int, fallback: str, state: Path) -> Settings:
     return load_settings(
+        state_dir=state,
         es_url=[args.es_url],
         index_prefix=prefix,
         embedder="none",
@@ -202,6 +204,10 @@ async def cleanup(es_url: str, prefix: str) -> None:
 
 
 async def main(args: argparse.Namespace) -> int:
+    task = asyncio.current_task()
+    assert task is not None
+    for number in (signal.SIGINT, signal.SIGTERM):  # stop cleanly: servers down, indices deleted
+        asyncio.get_running_loop().add_signal_handler(number, task.cancel)
     records = read_questions(Path(args.questions), limit=args.limit)
     start, _, end = args.answer.partition(":")
     asked = records[int(start or 0) - 1 if start else 0 : int(end) if end else None]
@@ -219,7 +225,7 @@ async def main(args: argparse.Namespace) -> int:
         command = [*command[:at], "--verbose", "true", *command[at + 2 :]]
         server = Server(name, command, ports[name], folder / f"{name}.log")
         options = AskOptions(max_depth=depth_for(records[0].dataset), demonstrations=DEMONSTRATIONS, repeat_guard=guard)
-        sides[name] = Side(name, server, base_settings(args, prefix, ports[name], fallback), options)
+        sides[name] = Side(name, server, base_settings(args, prefix, ports[name], fallback, folder), options)
     print(f"before: {' '.join(before_command[2:])}\n  fallback=followup, repeat_guard=off")
     print(f"after:  {' '.join(after_command[2:])}\n  fallback=stream, repeat_guard=on")
     print("(both servers run with --verbose true here: their logs give the prompt tokens evaluated)")
@@ -228,9 +234,10 @@ async def main(args: argparse.Namespace) -> int:
             side.server.start()
             side.runtime = await Runtime.open(side.settings)
             await warm(side.server.port)
-        indexed, present = await index_contexts(sides["after"].runtime.store, records, None)  # type: ignore[union-attr]
-        await sides["after"].runtime.store.refresh()  # type: ignore[union-attr]
-        print(f"corpus: {indexed} context passages indexed ({present} present), prefix {prefix}\n")
+        store = sides["after"].runtime.store  # type: ignore[union-attr]
+        loaded = await ensure_qa_contexts(store, Path(args.questions), records)
+        await store.refresh()
+        print(f"corpus: {loaded.indexed} context passages of {len(records)} questions, prefix {prefix}\n")
         header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}  decisions"
         print(header)
         for number, record in enumerate(asked, start=int(start or 1)):
@@ -263,6 +270,23 @@ def append_rows(path: Path, rows: dict[str, dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as out:
         for name, row in rows.items():
             out.write(json.dumps({"side": name, **row}) + "\n")
+
+
+def report_files(paths: list[Path]) -> int:
+    """The summary over rows written with ``--out`` (several runs' files together)."""
+    rows: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[row.pop("side")].append(row)
+    sides = {}
+    for name, found in rows.items():
+        side = Side(name, Server(name, [], 0, Path()), load_settings(), AskOptions())
+        side.rows = found
+        sides[name] = side
+    report(sides)
+    return 0
 
 
 def report(sides: dict[str, Side]) -> None:
@@ -300,4 +324,8 @@ if __name__ == "__main__":
     parser.add_argument("--es-url", default="http://127.0.0.1:9200")
     parser.add_argument("--model", default=None, help="A GGUF file (default: the Gemma 3 270M package's).")
     parser.add_argument("--out", default=None, help="Append every row as JSON lines here, question by question.")
-    sys.exit(asyncio.run(main(parser.parse_args())))
+    parser.add_argument("--report", nargs="+", default=None, help="Only print the summary of --out files.")
+    arguments = parser.parse_args()
+    if arguments.report:
+        sys.exit(report_files([Path(name) for name in arguments.report]))
+    sys.exit(asyncio.run(main(arguments)))

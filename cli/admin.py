@@ -6,17 +6,19 @@ import asyncio
 import json
 import shutil
 from typing import Any, cast
+from urllib.parse import quote
 
 import click
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.esnode import find_java
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import print_answer
 from hopsearch.service.embedders import make_embedder
-from hopsearch.service.errors import HopsearchError, RequestInvalid
-from hopsearch.service.filters import parse_filters
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.health import LlmProbe, probe_llm
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever, without_vectors_note
 from hopsearch.service.settings import load_settings
@@ -29,13 +31,6 @@ def _fail(exc: HopsearchError) -> click.ClickException:
     return click.ClickException(str(exc))
 
 
-def _json_filter(text: str, number: int) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RequestInvalid(f"not JSON ({exc.msg}): {text}", field=f"--filter.{number}") from exc
-
-
 @click.command("init")
 @click.option("--no-embed", is_flag=True, help="Create the passages index without a vector field (BM25 only).")
 def init(no_embed: bool) -> None:
@@ -45,7 +40,7 @@ def init(no_embed: bool) -> None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             index = await store.ensure_indices(None if no_embed else make_embedder(settings))
-            return index, store.info.as_dict()
+            return index, store.info.to_dict()
 
     try:
         index, info = asyncio.run(go())
@@ -60,41 +55,36 @@ def init(no_embed: bool) -> None:
 @click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
-@click.option(
-    "--filter",
-    "filters",
-    multiple=True,
-    help='A metadata filter as JSON, e.g. \'{"term": {"source": "wiki"}}\' (repeatable; all must hold).',
-)
 @click.option("--fusion", type=click.Choice(["rrf", "bool", "es_rrf"]), default="rrf", show_default=True)
 @click.option("--weights", type=(float, float), default=(1.0, 1.0), help="Hybrid: weights of bm25 and dense.")
 @click.option("--rerank", is_flag=True, help="Reorder the top hits with the configured reranker.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+@filter_options
 def search(
     query: str,
     mode: str,
     k: int,
     index: str | None,
-    filters: tuple[str, ...],
     fusion: str,
     weights: tuple[float, float],
     rerank: bool,
     as_json: bool,
+    sources: tuple[str, ...],
+    filters: tuple[str, ...],
 ) -> None:
     """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
+    clauses = filter_clauses(sources, filters)
 
     async def go() -> Any:
         settings = load_settings()
-        clauses = parse_filters([_json_filter(text, n) for n, text in enumerate(filters)], "--filter")
         async with await Store.connect(settings) as store:
             embedder = make_embedder(settings) if mode != "bm25" else None
             reranker = make_reranker(settings) if rerank else None
-            retriever = EsRetriever(store, embedder, index=index, reranker=reranker)
+            retriever = EsRetriever(store, embedder, index=index, reranker=reranker, filters=clauses)
             request = RetrievalQuery(
                 query,
                 k=k,
                 mode=cast(RetrievalMode, mode),
-                filters=clauses,
                 fusion=cast(Fusion, fusion),
                 weights=weights,
                 rerank=rerank,
@@ -139,8 +129,14 @@ def traces() -> None:
 @traces.command("show")
 @click.argument("trace_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
-def show(trace_id: str, as_json: bool) -> None:
+@click.option("--open", "open_url", is_flag=True, help="Print the URL of the trace in the viewer of `hopsearch serve`.")
+def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     """Print one trace: its steps, decisions, answer and totals."""
+    if open_url:
+        settings = load_settings()
+        host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+        click.echo(f"http://{host}:{settings.api_port}/_ui/traces/{quote(trace_id, safe='')}")
+        return
 
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
@@ -191,14 +187,14 @@ def doctor() -> None:
         click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
 
     try:
-        report(True, "java", str(find_java(settings.java_home)))
+        report(True, "java", str(find_java(settings.java_home, settings.es_version)))
     except HopsearchError as exc:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")
 
     async def es() -> str:
         async with await Store.connect(settings) as store:
-            caps = store.info.as_dict()["capabilities"]
+            caps = store.info.to_dict()["capabilities"]
             return f"{store.info.number} at {', '.join(settings.es_url)} (vectors: {caps['vector_mode']})"
 
     try:
@@ -210,11 +206,14 @@ def doctor() -> None:
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
-    for url in settings.llm_base_url:
-        try:
-            response = httpx.get(f"{url}/models", timeout=5)
-            report(response.status_code == 200, "llm", f"{url} answered {response.status_code}")
-        except httpx.HTTPError as exc:
-            report(False, "llm", f"{url}: {type(exc).__name__}")
+
+    async def llm() -> list[LlmProbe]:
+        async with LLMClient(settings) as client:
+            return await probe_llm(client, settings.health_timeout)
+
+    for probe in asyncio.run(llm()):
+        detail = {"ready": "answered", "busy": "busy (connection open, no answer yet)"}.get(probe.state, "unreachable")
+        detail = f"{probe.url} {detail} in {probe.ms:.0f} ms" + (f": {probe.error}" if probe.error else "")
+        report(probe.state != "unreachable", "llm", detail)
     if problems:
         raise SystemExit(1)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 import click
+from rich.console import Console
 
-from hopsearch.cli.render import answer_text
+from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.render import answer_text, steps_table
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.runtime import STRATEGIES, Runtime
 from hopsearch.service.settings import Settings, load_settings
@@ -27,40 +29,19 @@ async def ask_question(
     options: AskOptions,
     *,
     index: str | None = None,
+    filters: Sequence[Mapping[str, Any]] = (),
     retrieval_mode: str | None = None,
 ) -> Answer:
     """Answer from the passages index or alias ``index`` (default: the settings' alias) with the
     configured LLM. A passages index that does not exist is an error; nothing is created for it (the
     outlines and traces indices under the prefix are, where missing). ``retrieval_mode`` None: the
     runtime's default (:meth:`Runtime.retrieval_mode`)."""
-    async with await Runtime.open(settings, passages=index) as runtime:
+    async with await Runtime.open(settings, passages=index, filters=filters) as runtime:
         await runtime.store.require_passages(runtime.retriever.index)
         await runtime.store.ensure_side_indices()
         if retrieval_mode is None:
             options = replace(options, retrieval_mode=await runtime.retrieval_mode())
         return await runtime.strategy(strategy_name).answer(question, options)
-
-
-def _short(text: str, width: int = 90) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def render_step(step: Mapping[str, Any]) -> str:
-    """One readable line per step."""
-    head = f"{step['index'] + 1:>3} {step['kind']:<8} d{step['depth']:<2}"
-    if step["kind"] == "retrieve":
-        body = f"{_short(' | '.join(step['queries']), 50)!r} → {', '.join(step['hit_ids']) or 'no hits'}"
-    else:
-        decision = f"{step['decision']} by {step['decided_by']}" if step["decision"] else ""
-        output = step["output"] or step.get("error")
-        body = f"{decision:<34} {_short(output, 50)!r}" if output else f"{decision:<34} (empty output)"
-    cost = f"{step['latency_ms']:.0f} ms"
-    if step["llm_calls"]:
-        cost += f", {step['tokens_in']}→{step['tokens_out']} tok"
-    if step["retries"]:
-        cost += f", {step['retries']} retr{'y' if step['retries'] == 1 else 'ies'}"
-    return f"{head} {body}  [{cost}]"
 
 
 @click.command("ask")
@@ -79,6 +60,7 @@ def render_step(step: Mapping[str, Any]) -> str:
     help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
+@filter_options
 def ask(
     question: str,
     strategy: str,
@@ -90,6 +72,8 @@ def ask(
     few_shot: bool,
     retrieval_mode: str | None,
     as_json: bool,
+    sources: tuple[str, ...],
+    filters: tuple[str, ...],
 ) -> None:
     """Answer QUESTION and show the answer, its citations and the step trace."""
     settings = load_settings(**({"index_prefix": prefix} if prefix else {}))
@@ -102,7 +86,15 @@ def ask(
     )
     try:
         answer = asyncio.run(
-            ask_question(settings, question, strategy, options, index=index, retrieval_mode=retrieval_mode)
+            ask_question(
+                settings,
+                question,
+                strategy,
+                options,
+                index=index,
+                filters=filter_clauses(sources, filters),
+                retrieval_mode=retrieval_mode,
+            )
         )
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -116,14 +108,16 @@ def ask(
             click.echo("Citations:")
             for number, citation in enumerate(answer.citations, start=1):
                 click.echo(f"  [{number}] {citation.id}  {citation.title}  ({citation.score:.2f})")
-        click.echo(f"Steps ({document['strategy']}, model {document['model']}):")
-        for step in document["steps"]:
-            click.echo(render_step(step))
+        console = Console()
+        console.print(steps_table(document, console.width))
         totals = document["totals"]
         click.echo(
             f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
             f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
-            f"trace {document['trace_id']} in {settings.traces_index}"
+            f"trace {document['trace_id']} "
+            + (f"in {settings.traces_index}" if answer.trace_not_stored is None else "NOT stored (see the warning)")
         )
+    if answer.trace_not_stored is not None:
+        click.echo(f"warning: {answer.trace_not_stored}", err=True)
     if answer.error is not None:
         raise click.ClickException(f"{type(answer.error).__name__}: {answer.error}")

@@ -7,7 +7,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import click
 from rich.console import Console
@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from hopsearch.cli.eval_retrieval import retrieval
+from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import ConfigError, HopsearchError
@@ -59,6 +60,7 @@ class EvalJob:
     mode: str
     few_shot: bool
     out: Path
+    filters: tuple[dict[str, Any], ...] = ()
     retrieval_mode: str | None = None
 
 
@@ -71,7 +73,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             f"--corpus-from-context loads into the passages alias [{settings.passages_alias}], not "
             f"[{job.index}]: use --prefix to choose where"
         )
-    async with await Runtime.open(settings, passages=job.index) as runtime:
+    async with await Runtime.open(settings, passages=job.index, filters=job.filters) as runtime:
         if job.corpus_from_context:
             report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
             present = int(report.extra["already_indexed"])
@@ -144,6 +146,7 @@ def evaluate() -> None:
     help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@filter_options
 def answers(
     questions: Path,
     strategy: str,
@@ -157,6 +160,8 @@ def answers(
     out: Path | None,
     retrieval_mode: str | None,
     as_json: bool,
+    sources: tuple[str, ...],
+    filters: tuple[str, ...],
 ) -> None:
     """Run STRATEGY over a HotpotQA / 2WikiMultihopQA / MuSiQue question file; print EM, F1, Acc,
     retrievals, LLM calls, tokens and wall time, overall and per question type."""
@@ -174,6 +179,7 @@ def answers(
             mode,
             few_shot,
             target,
+            tuple(filter_clauses(sources, filters)),
             retrieval_mode,
         )
         summary = asyncio.run(_run(job, console))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from rich.progress import (
     Progress as RichBar,
 )
 
+from hopsearch.loaders import history
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.embedders.factory import make_embedder
@@ -97,6 +99,12 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--keep-old", is_flag=True, help="With --rebuild: keep the previous index version.")(f)
     f = click.option("--rebuild", is_flag=True, help="Fill a new index version, then swap the alias.")(f)
     f = click.option("--no-embed", is_flag=True, help="BM25 only: no vectors.")(f)
+    f = click.option(
+        "--index",
+        "index_name",
+        default=None,
+        help="Load into this index or alias (created if missing) instead of the default.",
+    )(f)
     return f
 
 
@@ -109,7 +117,7 @@ def _resumable(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         ok = "reconciled" if report.reconciled else "MISMATCH"
         click.echo(
@@ -157,6 +165,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         keep_old=params["keep_old"],
         checkpoint=params.get("checkpoint"),
         dead_letter=params["dead_letter"],
+        index=params.get("index_name"),
     )
     console = Console(stderr=True)
     bar = None if params["quiet"] else BarProgress(f"{kind} {path.name}", console)
@@ -167,6 +176,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         async with await Store.connect(settings) as store:
             return await loader(store, path, options, embedder=embedder, progress=progress)
 
+    started = datetime.now(UTC)
     try:
         report = asyncio.run(go())
     except HopsearchError as exc:
@@ -174,6 +184,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
     finally:
         if bar is not None:
             bar.stop()
+    history.record(settings.state_dir, settings.index_prefix, report, started)
     _print(report, params["as_json"], allow_rejects=params["allow_rejects"])
 
 
@@ -213,5 +224,5 @@ def qa(path: Path, **params: Any) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @_options
 def docs(path: Path, **params: Any) -> None:
-    """A directory of .md, .txt, .html, .pdf and .docx files (incremental)."""
+    """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
     _run("docs", load_docs, path, params)

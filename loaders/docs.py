@@ -31,11 +31,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hopsearch.loaders.chunking import chunk_blocks
+from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.service.errors import InputError
+from hopsearch.service.lang import detect_lang
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -57,11 +58,19 @@ class DocsSource:
     kind = "docs"
 
     def __init__(
-        self, root: Path, state: State, *, min_words: int = 100, max_words: int = 200, embed: bool = False
+        self,
+        root: Path,
+        state: State,
+        *,
+        min_words: int = 100,
+        max_words: int = 200,
+        embed: bool = False,
+        only: Path | None = None,
     ) -> None:
         self.path = root
         self.state = state
         self.embed = embed
+        self.only = only  # one file of ``root`` instead of the whole tree
         self.min_words = min_words
         self.max_words = max_words
         self.walk_errors: list[tuple[str, str]] = []
@@ -70,6 +79,8 @@ class DocsSource:
         self.changed: dict[str, int] = {}  # path -> chunk count of the new version
 
     def _walk(self) -> list[str]:
+        if self.only is not None:
+            return [str(self.only)]
         found: list[str] = []
 
         def on_error(exc: OSError) -> None:
@@ -131,7 +142,8 @@ class DocsSource:
                     batch.skipped += 1
                     continue
                 title, blocks = extract(Path(path).suffix, data)
-                chunks = chunk_blocks(blocks, min_words=self.min_words, max_words=self.max_words)
+                lang = detect_lang(" ".join(b.text for b in blocks))
+                chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
                 if not chunks:
                     raise InputError("no text extracted (empty document)")
             except InputError as exc:
@@ -156,6 +168,7 @@ class DocsSource:
                     "path": path,
                     "url": Path(path).as_uri(),
                     "headings": list(chunk.headings),
+                    "lang": lang,
                     "metadata": meta,
                     "content_sha": sha,
                     "indexed_at": stamp,
@@ -168,13 +181,16 @@ class DocsSource:
             yield batch
 
 
-async def existing_state(store: Store, root: Path, index: str | None = None, embedder_id: str | None = None) -> State:
+async def existing_state(
+    store: Store, root: Path, index: str | None = None, embedder_id: str | None = None, only: Path | None = None
+) -> State:
     """What the index holds for files under ``root`` (one composite aggregation, paged); the vector
     count of a file is of its chunks with a vector of ``embedder_id``."""
     name = index or store.settings.passages_alias
     if not await store.exists(name):
         return {}
-    query = {"bool": {"filter": [{"term": {"source": "docs"}}, {"prefix": {"path": f"{root}{os.sep}"}}]}}
+    where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
+    query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
     sources = [{"path": {"terms": {"field": "path"}}}, {"sha": {"terms": {"field": "content_sha"}}}]
     state: State = {}
     after: dict[str, Any] | None = None
@@ -236,10 +252,16 @@ def _under_any(path: str, folders: list[str]) -> bool:
     return any(path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders)
 
 
-def _directory(root: Path) -> Path:
-    if not root.is_dir():
-        raise InputError("not a directory", source=str(root))
-    return root.resolve()
+def _target(path: Path) -> tuple[Path, Path | None]:
+    """``(root, only)``: a directory is walked; a single file is loaded alone (its folder is the root)."""
+    if path.is_dir():
+        return path.resolve(), None
+    if path.is_file():
+        if path.suffix.lower() not in EXTRACTORS:
+            raise InputError(f"not a supported document type ({', '.join(sorted(EXTRACTORS))})", source=str(path))
+        resolved = path.resolve()
+        return resolved.parent, resolved
+    raise InputError("no such file or directory", source=str(path))
 
 
 async def load_docs(
@@ -250,12 +272,13 @@ async def load_docs(
     embedder: Embedder | None = None,
     progress: Progress | None = None,
 ) -> LoadReport:
-    """Index (incrementally) the documents under ``root``; the report counts files."""
-    root = _directory(root)
+    """Index (incrementally) the documents under ``root`` (a directory, or one file); the report counts
+    files. ``options.index`` loads into that index or alias instead of the default one."""
+    root, only = _target(root)
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
     embedder_id = embedder.model_id if embedder is not None else None
-    state = {} if options.rebuild else await existing_state(store, root, embedder_id=embedder_id)
-    source = DocsSource(root, state, embed=embedder is not None)
+    state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
+    source = DocsSource(root, state, embed=embedder is not None, only=only)
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     clauses: list[dict[str, Any]] = []
     for path, count in source.changed.items():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hopsearch.service.errors import InputError
+from hopsearch.service.lang import is_cjk
 
 if TYPE_CHECKING:
     from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -27,13 +28,41 @@ class Block:
 
 
 _BLANK = re.compile(r"\n\s*\n")
-_SPACE = re.compile(r"[ \t\r\f\v]+")
+
+
+_SENTENCE_END = "。！？!?"
+_BULLETS = "・●○■□◆◇※＊*-‐－" + "0123456789０１２３４５６７８９"
+_SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is written on purpose: kept
+
+
+def _join(parts: list[str], *, lines: bool) -> str:
+    """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
+    words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
+    a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
+    out = parts[0] if parts else ""
+    width = max(map(len, parts), default=0)
+    previous = out
+    for part in parts[1:]:
+        if not (is_cjk(out[-1]) and is_cjk(part[0])):
+            out += " " + part
+        elif lines and (out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
+            out += "\n" + part
+        else:
+            out += part
+        previous = part
+    return out
+
+
+def _collapse(text: str) -> str:
+    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
+    lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
+    return _join([line for line in lines if line], lines=True)
 
 
 def _paragraphs(text: str) -> list[Block]:
     out = []
     for part in _BLANK.split(text):
-        clean = " ".join(_SPACE.sub(" ", line).strip() for line in part.splitlines() if line.strip())
+        clean = _collapse(part)
         if clean:
             out.append(Block(clean))
     return out
@@ -62,7 +91,7 @@ def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
         elif token.type == "heading_close":
             level = 0
         elif token.type == "inline" and token.content.strip():
-            blocks.append(Block(" ".join(token.content.split()), level))
+            blocks.append(Block(_collapse(token.content), level))
         elif token.type in ("fence", "code_block") and token.content.strip():
             blocks.append(Block(token.content.strip()))
     title = next((b.text for b in blocks if b.level == 1), None)
@@ -113,7 +142,7 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
     for node in tree.css(_HTML_BLOCKS):
         if len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
             continue  # its inner blocks come on their own
-        text = " ".join(node.text(separator=" ").split())
+        text = _collapse(node.text(separator=" "))
         if text and not _NAV_LINE.match(text):
             tag = node.tag or ""
             blocks.append(Block(text, int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0))
@@ -151,7 +180,7 @@ def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
         raise InputError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
     blocks: list[Block] = []
     for para in document.paragraphs:
-        text = " ".join(para.text.split())
+        text = _collapse(para.text)
         if not text:
             continue
         style = (para.style.name if para.style is not None else "") or ""
@@ -160,7 +189,7 @@ def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
         blocks.append(Block(text, level))
     for table in document.tables:
         for row in table.rows:
-            cells = " | ".join(" ".join(c.text.split()) for c in row.cells)
+            cells = " | ".join(_collapse(c.text) for c in row.cells)
             if cells.strip(" |"):
                 blocks.append(Block(cells))
     title = document.core_properties.title or next((b.text for b in blocks if b.level == 1), None)

@@ -29,7 +29,7 @@ class Rejection:
     reason: str
     raw: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"position": self.position, **self.where, "reason": self.reason}
         if self.raw is not None:
             out["raw"] = self.raw
@@ -124,6 +124,8 @@ class LoadOptions:
     max_retries: int = 8
     initial_backoff: float = 0.5
     refresh: bool = True
+    #: load into this index or alias (created as a passages index if missing) instead of the default alias
+    index: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +152,7 @@ class LoadReport:
     def reconciled(self) -> bool:
         return self.read == self.indexed + self.rejected + self.skipped
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "source": self.source,

@@ -2,7 +2,7 @@
 
 ```
 source.batches() ──► raw queue ──► embed stage (thread) ──► send queue ──► N workers ──► tracker
-   (parse, rejects)      bounded        (only with vectors)      bounded      one _bulk per batch    checkpoint
+(parse, rejects, lang)   bounded        (only with vectors)      bounded      one _bulk per batch    checkpoint
 ```
 
 The queues are bounded, so memory stays constant whatever the corpus size. Each worker sends one batch
@@ -35,6 +35,7 @@ from hopsearch.loaders.checkpoint import (
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
 from hopsearch.loaders.target import load_time_settings, open_target
 from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
+from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -104,6 +105,7 @@ async def _pump(
     options: LoadOptions,
     embedder: Embedder | None,
     tracker: _Tracker,
+    ja_analysis: str | None,
 ) -> None:
     start = tracker.checkpoint.position
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
@@ -113,7 +115,7 @@ async def _pump(
 
     async def produce() -> None:
         out = raw if embedder is not None else send
-        batches = source.batches(start, options.batch_size, limit)
+        batches = _with_language(source.batches(start, options.batch_size, limit), ja_analysis)
         seq = 0
         try:
             # parsed in a thread: the event loop keeps answering the workers' responses meanwhile
@@ -165,6 +167,15 @@ async def _pump(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _with_language(batches: Iterator[SourceBatch], ja_analysis: str | None) -> Iterator[SourceBatch]:
+    """Each document's ``lang`` and, for Japanese text in a SudachiPy index, its token fields (in the
+    producer's thread, like parsing). Ready ``_bulk`` lines (``encoded``) are sent as they are."""
+    for batch in batches:
+        for body in batch.bodies:
+            annotate(body, ja_analysis)
+        yield batch
 
 
 @contextmanager
@@ -221,7 +232,7 @@ async def run_load(
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
     if options.resume and previous is None:
         log.warning("no checkpoint at %s: starting from the beginning", ck_path)
-    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous)
+    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous, named=options.index)
     began = time.monotonic()
     async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:
         checkpoint = previous or Checkpoint(
@@ -239,7 +250,8 @@ async def run_load(
         progress.start(source.total(), checkpoint.progress, checkpoint.read)
         try:
             with _few_gc_passes():
-                await _pump(store, source, index, options, embedder, tracker)
+                ja_analysis = (await store.index_meta(index)).get("ja_analysis")
+                await _pump(store, source, index, options, embedder, tracker, ja_analysis)
         except HopsearchError as exc:
             write_checkpoint(ck_path, tracker.checkpoint, sync=True)
             at = tracker.checkpoint.position

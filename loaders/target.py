@@ -25,9 +25,10 @@ LOAD_SETTINGS = {"refresh_interval": "-1", "number_of_replicas": 0}
 
 
 async def open_target(
-    store: Store, embedder: Embedder | None, *, rebuild: bool, previous: Checkpoint | None
+    store: Store, embedder: Embedder | None, *, rebuild: bool, previous: Checkpoint | None, named: str | None = None
 ) -> tuple[str, bool]:
-    """``(index, swap_alias_when_done)``; refuses vectors of another embedder than the index's."""
+    """``(index, swap_alias_when_done)``; refuses vectors of another embedder than the index's. ``named``:
+    an index or alias of the caller's choosing instead of the default alias (created if missing)."""
     if previous is not None:
         if not await store.exists(previous.index):
             raise ConfigError(
@@ -38,6 +39,15 @@ async def open_target(
             await store.check_embedder(embedder.model_id, embedder.dims, index=previous.index)
         await store.ensure_embedder_field(previous.index)
         return previous.index, previous.swap_alias
+    if named is not None:
+        if rebuild:
+            raise ConfigError("--rebuild swaps the default passages alias; it cannot be combined with --index")
+        if not await store.exists(named):
+            await store.create_passages_index(named, embedder)
+        elif embedder is not None:
+            await store.check_embedder(embedder.model_id, embedder.dims, index=named)
+        await store.ensure_embedder_field(named)
+        return named, False
     if rebuild:
         return await store.create_passages_version(embedder), True
     index = await store.ensure_indices(embedder)

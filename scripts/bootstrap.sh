@@ -11,6 +11,17 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv"
   "$PY" -m venv .venv
 fi
+# Headless Chromium for the trace viewer's browser test (Debian's package; nothing downloaded at test time).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1; then
+    echo "bootstrap: installing chromium (apt-get)"
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "bootstrap: chromium missing and no sudo: the browser test will be skipped (fails under CI=true)"
+  fi
+fi
 stamp=.venv/.hopsearch-installed
 want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && .venv/bin/python -c 'import hopsearch.cli.main' 2>/dev/null; then

@@ -5,6 +5,12 @@ possessives ("Spielberg's"), punctuation and a leading article ("The", "A", "An"
 whitespace. Two names with the same key are the same entity. Nothing here needs a language model
 or spaCy: names in multi-hop questions are titles and proper nouns, where these rules are enough.
 
+A Japanese name (kana or kanji in it) is keyed differently: NFKC (full-width Latin and digits and
+half-width kana folded to one width; NFKD plus dropping combining marks, as above, would turn ガ into
+カ), Latin lower-cased, quotes, punctuation and all spaces dropped ("森川　早苗" is "森川早苗"), a
+parenthetical qualifier dropped, and an honorific suffix (さん, 様, さま, 氏, 殿) dropped when two or
+more characters remain ("源氏" stays).
+
 :class:`EntityLinker` maps new names to entities already known in a run — by key, by the key of a
 known alias, or by the model's own ``same_as`` pointer — and records every new spelling as an alias.
 """
@@ -16,15 +22,30 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from hopsearch.service.lang import detect_lang
+
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b|(?<=s)['’](?=\s|$)")
 _NON_WORD = re.compile(r"[^\w\s]+")
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 _SPACE = re.compile(r"\s+")
+_HONORIFIC = re.compile(r"(?:さん|様|さま|氏|殿)$")
+
+
+def _japanese_key(name: str) -> str:
+    text = unicodedata.normalize("NFKC", name).lower()
+    stripped = _QUALIFIER.sub("", text)
+    text = stripped if stripped.strip() else text
+    text = _NON_WORD.sub("", text).replace("_", "")
+    text = _SPACE.sub("", text)
+    without = _HONORIFIC.sub("", text)
+    return without if len(without) >= 2 else text
 
 
 def entity_key(name: str) -> str:
     """The normalised key of an entity name ("" when nothing is left)."""
+    if detect_lang(name) == "ja":
+        return _japanese_key(name)
     text = unicodedata.normalize("NFKD", name)
     text = "".join(char for char in text if not unicodedata.combining(char)).casefold()
     stripped = _QUALIFIER.sub("", text)

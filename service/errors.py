@@ -6,6 +6,7 @@
     ├── StoreError                    Elasticsearch said no or could not be reached
     │   ├── StoreUnavailable          connection refused / timed out (retryable)
     │   ├── IndexMissing              the index or alias does not exist
+│   ├── VersionConflict           409: a concurrent writer changed the document first (optimistic concurrency)
     │   └── EmbedderMismatch          vectors from another embedder than the index ``_meta`` names
     ├── NodeError                     starting or stopping a local Elasticsearch / LLM server failed
     ├── EmbedderError                 the embedding model failed
@@ -22,7 +23,8 @@
         ├── NotFound                  404 no such route, trace or outline
         ├── MethodNotAllowed          405 the route exists, the method does not
         ├── RequestTooLarge           413 the body is over the limit
-        └── TooManyRequests           429 too many questions at once (es_rejected_execution_exception)
+        ├── TooManyRequests           429 too many questions at once (es_rejected_execution_exception)
+        └── ClientGone                499 the client closed the connection; its work was cancelled
 
 Library errors are wrapped with ``raise ... from exc`` so the cause stays in the traceback. Errors
 carry data (``status``, ``source``, ``position``, ``details``) for the HTTP layer and the CLI; their
@@ -92,6 +94,14 @@ class StoreUnavailable(StoreError):
 class IndexMissing(StoreError):
     error_type = "index_not_found_exception"
     status = 404
+
+
+class VersionConflict(StoreError):
+    """409 from Elasticsearch: the document changed (or already exists) since it was read. Callers that
+    read-merge-write re-read and retry; one raised past their retries says how often they tried."""
+
+    error_type = "version_conflict_engine_exception"
+    status = 409
 
 
 class EmbedderMismatch(StoreError):
@@ -181,3 +191,10 @@ class RequestTooLarge(ApiError):
 class TooManyRequests(ApiError):
     error_type = "es_rejected_execution_exception"
     status = 429
+
+
+class ClientGone(ApiError):
+    """Nobody reads this response: the client disconnected and its question was cancelled."""
+
+    error_type = "client_closed_request"
+    status = 499

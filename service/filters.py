@@ -157,3 +157,20 @@ def _bound(name: str, value: Any, where: str) -> Any:
                 field=where,
             ) from None
     return value
+
+
+def refused_filter(clauses: Sequence[Mapping[str, Any]], reason: str, where: str = "body.filters") -> RequestInvalid:
+    """Elasticsearch refused a search with these (validated) filter clauses, say a value a date field
+    cannot parse: a 400 naming the filter whose value the refusal quotes (else all of them)."""
+    for number, clause in enumerate(clauses):
+        if any(f'"{value}"' in reason or f"[{value}]" in reason for value in _values(clause)):
+            return RequestInvalid(f"filter refused by Elasticsearch: {reason}", field=f"{where}.{number}")
+    return RequestInvalid(f"a filter was refused by Elasticsearch: {reason}", field=where)
+
+
+def _values(node: Any) -> list[Any]:
+    if isinstance(node, Mapping):
+        return [v for key, item in node.items() if key != "field" for v in _values(item)]
+    if isinstance(node, list | tuple):
+        return [v for item in node for v in _values(item)]
+    return [node]

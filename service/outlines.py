@@ -8,22 +8,32 @@ time and the trace id). Strategies reach storage through the small :class:`Outli
 Freshness is the caller's rule: :meth:`EntityOutline.fresh_facts` keeps facts younger than a limit.
 Writes are read-merge-write (the test distributions have no painless for scripted updates): aliases
 are unioned, facts appended once (same summary and passages = same fact), the newest ``MAX_FACTS``
-kept. Two questions saving the same entity at the same instant may lose one side's new facts.
+kept. The write is conditional on the version read (``if_seq_no``/``if_primary_term``, a first write
+``op_type=create``): where another question or service process saved the entity in between,
+Elasticsearch answers 409 and the save re-reads and merges again, up to ``SAVE_ATTEMPTS`` times, then
+raises :class:`~hopsearch.service.errors.VersionConflict`. No fact is lost to a concurrent save.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from hopsearch.service.entities import entity_key
+from hopsearch.service.errors import VersionConflict
 from hopsearch.service.store import Store
 
+log = logging.getLogger(__name__)
+
 MAX_FACTS = 100
+#: Conditional writes of one outline before a save gives up (each lost race re-reads and merges again).
+SAVE_ATTEMPTS = 32
 #: The text fields an outline search matches, with their boosts (the CLI and HTTP searches share them).
 TEXT_FIELDS = ("entity^3", "aliases^2", "facts.summary")
 
@@ -234,10 +244,27 @@ class EsOutlineStore:
 
     async def _save_one(self, outline: EntityOutline) -> None:
         doc_id = outline_id(outline.namespace, outline.key)
-        stored = await self.store.get_document(self.index, doc_id)
-        merged = EntityOutline.from_document(stored).merged(outline) if stored else outline
-        merged = replace(merged, updated_at=datetime.now(UTC))
-        await self.store.put_document(self.index, doc_id, merged.to_document(), refresh=True)
+        for attempt in range(SAVE_ATTEMPTS):
+            stored = await self.store.get_versioned(self.index, doc_id)
+            merged = EntityOutline.from_document(stored[0]).merged(outline) if stored else outline
+            doc = replace(merged, updated_at=datetime.now(UTC)).to_document()
+            try:
+                if stored is None:
+                    await self.store.put_document(self.index, doc_id, doc, refresh=True, create=True)
+                else:
+                    _, seq_no, term = stored
+                    await self.store.put_document(
+                        self.index, doc_id, doc, refresh=True, if_seq_no=seq_no, if_primary_term=term
+                    )
+                return
+            except VersionConflict:
+                log.debug("outline %s changed while saving (attempt %d): merging again", doc_id, attempt + 1)
+                await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 5)))
+        raise VersionConflict(
+            f"outline of {outline.entity!r} in namespace {outline.namespace!r} kept changing: "
+            f"gave up after {SAVE_ATTEMPTS} conditional writes",
+            details={"index": self.index, "id": doc_id, "attempts": SAVE_ATTEMPTS},
+        )
 
     async def save(self, outlines: Sequence[EntityOutline]) -> None:
         await asyncio.gather(*(self._save_one(outline) for outline in outlines if outline.key))

@@ -1,6 +1,7 @@
 """Retrieval over the passages index: BM25, dense and hybrid, many queries in ONE ``_msearch``.
 
-- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5.
+- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5; a Japanese query
+  searches the index's Japanese fields instead (kuromoji sub-fields or SudachiPy tokens, per ``_meta``).
 - Dense: top-level ``knn`` (8.x), exact ``script_score`` cosine (7.17 with vectors), or cosine computed
   here over the BM25 candidates where the server has no vectors (``rerank``). The method used is
   reported with every result.
@@ -30,9 +31,18 @@ from hopsearch.service.fusion import (
     rrf_retriever_body,
     with_score,
 )
+from hopsearch.service.japanese import ja_query
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.store import Store
-from hopsearch.service.types import DenseMethod, Embedder, Fusion, Hit, RetrievalQuery, SearchResult
+from hopsearch.service.types import (
+    DenseMethod,
+    Embedder,
+    Fusion,
+    Hit,
+    RetrievalQuery,
+    SearchResult,
+    embed_queries,
+)
 
 __all__ = ["RRF_K", "EsRetriever", "bm25_body", "cosine", "knn_body", "rrf", "script_score_body"]
 
@@ -60,8 +70,8 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
     return out
 
 
-def match_clause(text: str, boost: float = 1.0) -> dict[str, Any]:
-    match: dict[str, Any] = {"query": text, "fields": ["title", "text"], "type": "best_fields", "tie_breaker": 0.5}
+def match_clause(text: str, boost: float = 1.0, fields: Sequence[str] = ("title", "text")) -> dict[str, Any]:
+    match: dict[str, Any] = {"query": text, "fields": list(fields), "type": "best_fields", "tie_breaker": 0.5}
     if boost != 1.0:
         match["boost"] = boost
     return {"multi_match": match}
@@ -71,12 +81,24 @@ def _filters(query: RetrievalQuery) -> list[dict[str, Any]]:
     return [dict(f) for f in query.filters]
 
 
-def bm25_body(query: RetrievalQuery, size: int, *, source: Source = SOURCE_EXCLUDES) -> dict[str, Any]:
+JaQuery = tuple[str, Sequence[str]] | None
+
+
+def _match(query: RetrievalQuery, ja: JaQuery, boost: float = 1.0) -> dict[str, Any]:
+    """The BM25 clause; ``ja`` (from :func:`~hopsearch.service.japanese.ja_query`) searches a Japanese
+    query's own fields."""
+    text, fields = ja if ja is not None else (query.text, ("title", "text"))
+    return match_clause(text, boost, fields)
+
+
+def bm25_body(
+    query: RetrievalQuery, size: int, *, source: Source = SOURCE_EXCLUDES, ja: JaQuery = None
+) -> dict[str, Any]:
     return {
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
-        "query": {"bool": {"must": [match_clause(query.text)], "filter": _filters(query)}},
+        "query": {"bool": {"must": [_match(query, ja)], "filter": _filters(query)}},
         "_source": source,
     }
 
@@ -113,12 +135,12 @@ def script_score_body(query: RetrievalQuery, vector: Sequence[float], size: int 
 
 
 def fused_body(
-    fusion: Fusion, query: RetrievalQuery, vector: Sequence[float], method: str, size: int
+    fusion: Fusion, query: RetrievalQuery, vector: Sequence[float], method: str, size: int, *, ja: JaQuery = None
 ) -> dict[str, Any]:
     """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
-        body = rrf_retriever_body(match_clause(query.text), knn_clause(query, vector, size), _filters(query), size)
+        body = rrf_retriever_body(_match(query, ja), knn_clause(query, vector, size), _filters(query), size)
     else:
         if method == "knn":
             dense = knn_clause(query, vector, size)
@@ -128,7 +150,7 @@ def fused_body(
             dense_clause: dict[str, Any] = {"knn": dense}
         else:
             dense_clause = _script_score(query, vector, w_dense)
-        body = bool_body(match_clause(query.text, w_bm25), dense_clause, _filters(query), size)
+        body = bool_body(_match(query, ja, w_bm25), dense_clause, _filters(query), size)
     body["_source"] = SOURCE_EXCLUDES
     return body
 
@@ -154,10 +176,13 @@ class EsRetriever:
         index: str | None = None,
         rerank_candidates: int = 100,
         reranker: HttpReranker | None = None,
+        filters: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.index = index or store.settings.passages_alias
+        #: filter clauses added to every query (``--source docs``: one corpus of a shared index)
+        self.filters = tuple(filters)
         self.rerank_candidates = rerank_candidates
         self.reranker = reranker
         #: Why the server refused its rrf retriever (once refused, client RRF runs without asking again).
@@ -174,10 +199,10 @@ class EsRetriever:
                 f"index [{self.index}] holds vectors of {meta.get('embedder')!r}, the query embedder is "
                 f"{self.embedder.model_id!r}"
             )
-        mode = str(meta.get("vector_mode") or self.store.info.vector_mode)
+        mode = str(meta.get("vector_mode") or self.store.info.dense_method)
         if mode == "knn" and self.store.info.knn:
             return "knn"
-        if mode == "script_score" and self.store.info.vector_mode == "script_score":
+        if mode == "script_score" and self.store.info.dense_method == "script_score":
             return "script_score"
         return "rerank"
 
@@ -191,7 +216,7 @@ class EsRetriever:
         """Answer every query with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
         if not queries:
             return []
-        scoped = in_scope()
+        scoped = (*self.filters, *in_scope())
         if scoped:
             queries = [replace(q, filters=(*q.filters, *scoped)) for q in queries]
         if any(q.rerank for q in queries) and self.reranker is None:
@@ -208,12 +233,14 @@ class EsRetriever:
         if dense_idx:
             method = await self._dense_method()
             assert self.embedder is not None
-            embedded = await self.embedder.embed([queries[i].text for i in dense_idx])
+            embedded = await embed_queries(self.embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
         licence = None
         if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):
             licence = licence_of(await self.store.licence())
         plain = await self._stored_source()
+        meta = await self.store.index_meta(self.index)
+        ja = [ja_query(q.text, meta) for q in queries]
         searches: list[tuple[str, dict[str, Any]]] = []
         plans: list[_Plan] = []
 
@@ -231,16 +258,16 @@ class EsRetriever:
                 if plan.fusion == "es_rrf" and self.rrf_refusal:
                     plan.fusion, plan.note = "rrf", f"the server refused the rrf retriever ({self.rrf_refusal})"
             if query.mode == "bm25":
-                add(plan, "bm25", bm25_body(query, size, source=plain))
+                add(plan, "bm25", bm25_body(query, size, source=plain, ja=ja[i]))
             elif method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
-                add(plan, "bm25", bm25_body(query, max(size, self.rerank_candidates), source=True))
+                add(plan, "bm25", bm25_body(query, max(size, self.rerank_candidates), source=True, ja=ja[i]))
             elif plan.fusion in ("bool", "es_rrf"):
-                add(plan, "fused", fused_body(plan.fusion, query, vectors[i], method, size))
+                add(plan, "fused", fused_body(plan.fusion, query, vectors[i], method, size, ja=ja[i]))
                 if query.legs:
-                    self._add_legs(plan, add, query, vectors[i], method, plain)
+                    self._add_legs(plan, add, query, vectors[i], method, plain, ja[i])
             else:
                 if query.mode == "hybrid":
-                    add(plan, "bm25", bm25_body(query, size, source=plain))
+                    add(plan, "bm25", bm25_body(query, size, source=plain, ja=ja[i]))
                 body = knn_body if method == "knn" else script_score_body
                 add(plan, "dense", body(query, vectors[i], size))
         gap_slot = -1
@@ -269,9 +296,16 @@ class EsRetriever:
         return [r for r in results if r is not None]
 
     def _add_legs(
-        self, plan: _Plan, add: Any, query: RetrievalQuery, vector: list[float], method: str, plain: Source
+        self,
+        plan: _Plan,
+        add: Any,
+        query: RetrievalQuery,
+        vector: list[float],
+        method: str,
+        plain: Source,
+        ja: JaQuery,
     ) -> None:
-        add(plan, "bm25", bm25_body(query, plan.size, source=plain))
+        add(plan, "bm25", bm25_body(query, plan.size, source=plain, ja=ja))
         body = knn_body if method == "knn" else script_score_body
         add(plan, "dense", body(query, vector, plan.size))
 

@@ -3,7 +3,10 @@ client and trace sink per process, and the strategies built over them by name.""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import IndexMissing
@@ -12,9 +15,11 @@ from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.strategies import STRATEGIES, Strategy, build_strategy
+from hopsearch.service.strategies import STRATEGIES, Answer, AskOptions, Strategy, build_strategy
 from hopsearch.service.traces import ElasticsearchTraceSink
-from hopsearch.service.types import Embedder, RetrievalMode
+from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery, SearchResult
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,9 +35,16 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, settings: Settings, *, passages: str | None = None, refresh_traces: bool = False) -> Runtime:
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        passages: str | None = None,
+        filters: Sequence[Mapping[str, Any]] = (),
+        refresh_traces: bool = False,
+    ) -> Runtime:
         """Clients over ``settings``; ``passages`` is the index or alias retrieval reads (default: the
-        settings' passages alias)."""
+        settings' passages alias); ``filters`` are added to every retrieval (``--source docs``)."""
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -45,15 +57,20 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, index=passages, reranker=make_reranker(settings)),
+            retriever=EsRetriever(store, embedder, index=passages, filters=filters, reranker=make_reranker(settings)),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 
     async def close(self) -> None:
-        if self.retriever.reranker is not None:
-            await self.retriever.reranker.aclose()
-        await self.llm.aclose()
-        await self.store.close()
+        try:
+            pending = await self.sink.flush()
+            if pending:
+                log.error("%d trace(s) could not be stored before closing: they are lost", pending)
+        finally:
+            if self.retriever.reranker is not None:
+                await self.retriever.reranker.aclose()
+            await self.llm.aclose()
+            await self.store.close()
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -85,6 +102,24 @@ class Runtime:
                 settings=self.settings,
             )
         return self._strategies[name]
+
+    async def ask(self, question: str, *, strategy: str = "deeprag", options: AskOptions | None = None) -> Answer:
+        """Answer ``question`` with the strategy called ``strategy``; a failure is ``Answer.error`` (see
+        :meth:`Answer.raise_for_error`), and the trace is written either way."""
+        return await self.strategy(strategy).answer(question, options or AskOptions())
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: RetrievalMode = "bm25",
+        filters: Sequence[Mapping[str, Any]] = (),
+    ) -> SearchResult:
+        """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are literal
+        Elasticsearch filter clauses)."""
+        results = await self.retriever.search_many([RetrievalQuery(query, k=k, mode=mode, filters=filters)])
+        return results[0]
 
 
 __all__ = ["STRATEGIES", "Runtime"]

@@ -49,7 +49,7 @@ PROXY_ALLOW_READ = (
 )
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
-DEFAULT_DEADLINE_S = 300.0
+DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
 
@@ -78,14 +78,32 @@ class Settings(BaseSettings):
     es_ca_file: Path | None = Field(None, description="CA certificate file for HTTPS clusters.")
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
+    es_max_retries: int = Field(
+        3, ge=0, le=10, description="Client retries on another node after a connection error, a timeout or 502/503/504."
+    )
+    es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
+    es_wait_for_active_shards: str | None = Field(
+        None,
+        description="Shard copies a document write waits for (`1`, `2`… or `all`); unset: the primary only "
+        "(Elasticsearch's default).",
+    )
+    passages_shards: int = Field(1, ge=1, le=1024, description="Primary shards of a new passages index.")
+    passages_replicas: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="Replicas of a new passages index; unset: 1 where the cluster has more than one data node, else 0.",
+    )
     index_prefix: str = Field("hopsearch", description="Prefix of the passages, outlines and traces indices.")
     analyzer: str | None = Field(
         None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."
     )
 
     # --- embeddings ----------------------------------------------------------------------------
-    embedder: Literal["minilm", "openai", "none"] = Field(
-        "minilm", description="`minilm` (local CPU all-MiniLM-L6-v2), `openai` (/v1/embeddings) or `none`."
+    embedder: Literal["minilm", "e5", "openai", "none"] = Field(
+        "minilm",
+        description="`minilm` (local CPU all-MiniLM-L6-v2, English), `e5` (local CPU multilingual-e5-small, "
+        "Japanese and other languages), `openai` (/v1/embeddings) or `none`.",
     )
     embed_base_url: str | None = Field(None, description="Base URL of an OpenAI-compatible embeddings server.")
     embed_model: str | None = Field(None, description="Embedding model name for the `openai` embedder.")
@@ -120,17 +138,25 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
     llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
     llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
+    llm_slots_per_url: int = Field(
+        0,
+        ge=0,
+        description="Requests in flight per LLM base URL; the rest wait in this process, and that wait does "
+        "not count toward llm_timeout. 0: the server's own slot count where it reports one (llama.cpp "
+        "`/props` total_slots), else no limit beyond llm_max_concurrency.",
+    )
     llm_question_slots: int = Field(
         0,
         ge=0,
         description="Questions whose LLM calls may interleave on the server; the others wait their turn "
         "(a question's prompts extend one another, and a server with one slot keeps only the last "
-        "prompt: interleaved questions evaluate every prompt from the start). 0: 1 for llama.cpp "
-        "(llama-cpp-python has one slot), no limit for vLLM and OpenAI (they batch and cache prefixes).",
+        "prompt: interleaved questions evaluate every prompt from the start). 0: for llama.cpp the servers' "
+        "slot counts added up (one for a server that reports none: llama-cpp-python has one slot), no limit "
+        "for vLLM and OpenAI (they batch and cache prefixes).",
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
-    llm_deadline: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Overall deadline of one question, seconds.")
+    llm_deadline: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )
@@ -165,6 +191,32 @@ class Settings(BaseSettings):
         description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
         "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
         "Default: read and search APIs only.",
+    )
+
+    health_timeout: float = Field(
+        3.0,
+        gt=0,
+        description="Seconds /_health and `doctor` wait for each dependency; an LLM server that keeps the "
+        "connection open longer is reported busy (ready), not down.",
+    )
+
+    api_source_fields: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Source fields a `_retrieve` hit returns (dotted names, comma-separated, e.g. "
+        "`title,text,path`); empty: every field but the hidden ones.",
+    )
+    api_hidden_fields: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Source fields a `_retrieve` hit never returns (dotted names, comma-separated).",
+    )
+    api_server_paths: bool = Field(
+        False,
+        description="Return server paths as indexed (absolute `path`, `file:` `url`, `metadata.root`); "
+        "off: `path` relative to the indexed folder, no `file:` URL and no root.",
+    )
+    api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
+    api_sse_heartbeat_s: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
 
     # --- strategies ----------------------------------------------------------------------------
@@ -221,7 +273,7 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "api_source_fields", "api_hidden_fields", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -3,7 +3,8 @@ documents, bulk writes and ``_msearch``.
 
 Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
 fills a new version and :meth:`Store.swap_alias` moves the alias atomically. The passages index
-``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer and vector mode;
+``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
+(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode;
 :meth:`Store.check_embedder` refuses vectors from any other embedder.
 """
 
@@ -21,14 +22,29 @@ from typing import Any
 
 import orjson
 
-from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError, VersionConflict
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
+from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
-from hopsearch.service.types import Embedder
+from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
 
 
 def load_template(name: str) -> dict[str, Any]:
@@ -49,11 +65,11 @@ def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
     return node
 
 
-def embedding_mapping(vector_mode: str, dims: int) -> dict[str, Any]:
+def embedding_mapping(method: DenseMethod, dims: int) -> dict[str, Any]:
     """The ``embedding`` field for the server: indexed HNSW, exact script_score, or ``_source`` only."""
-    if vector_mode == "knn":
+    if method == "knn":
         return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
-    if vector_mode == "script_score":
+    if method == "script_score":
         return {"type": "dense_vector", "dims": dims}
     return {"type": "float", "index": False, "doc_values": False}
 
@@ -71,7 +87,7 @@ class Store:
     @classmethod
     async def connect(cls, settings: Settings) -> Store:
         info = await probe(settings)
-        log.info("Elasticsearch %s, vector mode %s", info.number, info.vector_mode)
+        log.info("Elasticsearch %s, vector mode %s", info.number, info.dense_method)
         return cls(settings, make_client(settings, info), info)
 
     async def close(self) -> None:
@@ -99,6 +115,11 @@ class Store:
         if self.settings.analyzer:
             return self.settings.analyzer
         return "english" if self.info.analysis_common else "standard"
+
+    @property
+    def ja_analysis(self) -> JaAnalysis:
+        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
+        return ja_analysis_for(self.info.modules)
 
     # --- indices ---------------------------------------------------------------------------------
     async def exists(self, name: str) -> bool:
@@ -154,16 +175,25 @@ class Store:
         template = load_template("passages")
         values: dict[str, Any] = {
             "ANALYZER": self.analyzer,
-            "EMBEDDING": embedding_mapping(self.info.vector_mode, embedder.dims) if embedder else None,
+            "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        fields = ja_mappings(self.ja_analysis)
+        properties = body["mappings"]["properties"]
+        if self.ja_analysis == "kuromoji":
+            for name in ("title", "text"):
+                properties[name].setdefault("fields", {}).update(fields)
+        else:
+            properties.update(fields)
+            body["mappings"]["_source"] = {"excludes": list(fields)}  # searched, never read back
         body["mappings"]["_meta"] = {
             "hopsearch": {
                 "schema_version": SCHEMA_VERSION,
                 "embedder": embedder.model_id if embedder else None,
                 "dims": embedder.dims if embedder else None,
                 "analyzer": self.analyzer,
-                "vector_mode": self.info.vector_mode if embedder else None,
+                "ja_analysis": self.ja_analysis,
+                "vector_mode": self.info.dense_method if embedder else None,
                 "created_at": datetime.now(UTC).isoformat(),
             }
         }
@@ -177,6 +207,11 @@ class Store:
         regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
         return [name for _, name in sorted(found)]
+
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder))
+        return name
 
     async def create_passages_version(self, embedder: Embedder | None) -> str:
         """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
@@ -248,12 +283,94 @@ class Store:
         response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
         return dict(next(iter(response.values()))["settings"]["index"])
 
+    async def prefix_indices(self) -> list[dict[str, Any]]:
+        """Every index under ``<prefix>-``: name, aliases, documents, size, ``_meta.hopsearch``, created."""
+        pattern = f"{self.settings.index_prefix}-*"
+        found = body_of(await call(self.client.indices.get(index=pattern), f"get {pattern}"))
+        stats = body_of(await call(self.client.indices.stats(index=pattern, metric="docs,store"), "stats"))
+        rows = []
+        for name, body in sorted(found.items()):
+            totals = stats.get("indices", {}).get(name, {}).get("primaries", {})
+            created = body.get("settings", {}).get("index", {}).get("creation_date")
+            rows.append(
+                {
+                    "index": name,
+                    "aliases": sorted(body.get("aliases", {})),
+                    "documents": totals.get("docs", {}).get("count"),
+                    "bytes": totals.get("store", {}).get("size_in_bytes"),
+                    "created": datetime.fromtimestamp(int(created) / 1000, UTC).isoformat() if created else None,
+                    "meta": body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}),
+                }
+            )
+        return rows
+
+    async def delete_indices(self, names: Sequence[str]) -> None:
+        """Delete these indices (exact names: no wildcards reach Elasticsearch from here)."""
+        for name in names:
+            if any(c in name for c in "*?,"):
+                raise StoreError(f"refusing to delete [{name}]: exact index names only")
+            await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
+
     # --- documents -------------------------------------------------------------------------------
-    async def put_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> None:
+    async def put_document(
+        self,
+        index: str,
+        doc_id: str,
+        body: Mapping[str, Any],
+        *,
+        refresh: bool = False,
+        if_seq_no: int | None = None,
+        if_primary_term: int | None = None,
+        create: bool = False,
+    ) -> None:
+        """Index one document. ``if_seq_no``/``if_primary_term`` make it conditional on the version read
+        (optimistic concurrency) and ``create`` refuses an existing id; either refusal raises
+        :class:`~hopsearch.service.errors.VersionConflict`. Waits for ``es_wait_for_active_shards``."""
+        params: dict[str, Any] = {"refresh": "true" if refresh else "false"}
+        if if_seq_no is not None and if_primary_term is not None:
+            params |= {"if_seq_no": if_seq_no, "if_primary_term": if_primary_term}
+        if create:
+            params["op_type"] = "create"
+        if self.settings.es_wait_for_active_shards:
+            params["wait_for_active_shards"] = self.settings.es_wait_for_active_shards
         await call(
-            self.client.index(index=index, id=doc_id, body=dict(body), refresh="true" if refresh else "false"),
+            self.client.index(index=index, id=doc_id, body=dict(body), **params),
             f"index document into {index}",
         )
+
+    async def create_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> bool:
+        """Write a document that must not exist yet (``op_type=create``); ``False`` where it already did,
+        so a retried append never duplicates nor overwrites."""
+        try:
+            await self.put_document(index, doc_id, body, refresh=refresh, create=True)
+        except VersionConflict:
+            return False
+        return True
+
+    async def get_versioned(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
+        """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
+        or ``None``. A real-time get: it sees the latest write without a refresh."""
+        try:
+            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
+        except IndexMissing:
+            return None
+        source = response.get("_source")
+        if not response.get("found") or not isinstance(source, dict):
+            return None
+        return dict(source), int(response["_seq_no"]), int(response["_primary_term"])
+
+    async def get_sources(self, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``fields`` of the documents ``ids`` that exist (one ``_mget``), by id."""
+        if not ids:
+            return {}
+        try:
+            response = body_of(
+                await call(self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)), "mget")
+            )
+        except IndexMissing:
+            return {}
+        return {d["_id"]: d.get("_source") or {} for d in response.get("docs", []) if d.get("found")}
 
     async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:
@@ -326,8 +443,7 @@ class Store:
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
             if "error" in item and not keep_errors:
-                err = item["error"]
-                reason = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, dict) else str(err)
+                reason = error_reason(item["error"])
                 cls = IndexMissing if item.get("status") == 404 else StoreError
                 raise cls(f"msearch: {reason}", details={"status": item.get("status")})
             out.append(dict(item))

@@ -8,8 +8,10 @@ in, tokens out, retries) plus the wall time of the whole run. Writing goes throu
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -18,6 +20,8 @@ from typing import Any, Literal, Protocol
 
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.llm.types import Attempt, Completion
+
+log = logging.getLogger(__name__)
 
 #: ``failed``: the call that raised (its attempts, the error); the run stopped there.
 #: DualRAG: ``reason``, ``identify``, ``summarize``, ``outline_reuse``; iterative: ``assess``;
@@ -223,21 +227,56 @@ class TraceSink(Protocol):
 class DocumentStore(Protocol):
     """The part of the store the Elasticsearch sink needs."""
 
-    async def put_document(
+    async def create_document(
         self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False
-    ) -> None: ...
+    ) -> bool: ...
 
 
 class ElasticsearchTraceSink:
-    """Writes traces to ``<prefix>-traces`` through the store (one document per question)."""
+    """Writes traces to ``<prefix>-traces`` through the store (one document per question).
 
-    def __init__(self, store: DocumentStore, index: str, *, refresh: bool = False) -> None:
+    Traces are the audit record, so one that cannot be written (Elasticsearch down) is not dropped: it
+    is kept in a bounded buffer (``max_pending``; past it the oldest is given up, counted in
+    ``dropped`` and logged as an error) and retried, oldest first, before every later write and on
+    :meth:`flush` (the runtime flushes when it closes). Traces are append-only: each is created under its
+    trace id (``op_type=create``), so a retry of a write that did land (a timeout after the node stored
+    it) finds it there and neither duplicates nor overwrites it. ``write`` still raises for the trace it could
+    not store, so the answer can say so."""
+
+    def __init__(self, store: DocumentStore, index: str, *, refresh: bool = False, max_pending: int = 1000) -> None:
         self.store = store
         self.index = index
         self.refresh = refresh
+        self.max_pending = max_pending
+        self.pending: deque[tuple[str, Mapping[str, Any]]] = deque()
+        self.dropped = 0
 
     async def write(self, trace_id: str, doc: Mapping[str, Any]) -> None:
-        await self.store.put_document(self.index, trace_id, doc, refresh=self.refresh)
+        await self.flush()
+        try:
+            await self.store.create_document(self.index, trace_id, doc, refresh=self.refresh)
+        except (HopsearchError, OSError):
+            self._keep(trace_id, doc)
+            raise
+
+    async def flush(self) -> int:
+        """Retry the buffered traces, oldest first, until one fails; returns how many are still pending."""
+        while self.pending:
+            trace_id, doc = self.pending[0]
+            try:
+                await self.store.create_document(self.index, trace_id, doc, refresh=self.refresh)
+            except (HopsearchError, OSError) as exc:
+                log.info("%d trace(s) still pending: %s", len(self.pending), exc)
+                break
+            self.pending.popleft()
+        return len(self.pending)
+
+    def _keep(self, trace_id: str, doc: Mapping[str, Any]) -> None:
+        if len(self.pending) >= self.max_pending:
+            lost, _ = self.pending.popleft()
+            self.dropped += 1
+            log.error("trace buffer full (%d): trace %s given up", self.max_pending, lost)
+        self.pending.append((trace_id, doc))
 
 
 class MemoryTraceSink:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
 #: How dense scores were actually computed: top-level kNN (8.x), exact script_score (full 7.17),
@@ -82,3 +82,18 @@ class Embedder(Protocol):
     def dims(self) -> int: ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder that embeds queries differently from passages (e5's ``query:`` / ``passage:`` prefixes):
+    its ``embed`` is for passages, ``embed_queries`` for queries."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Query vectors: ``embed_queries`` where the embedder has one, else ``embed``."""
+    if isinstance(embedder, QueryEmbedder):
+        return await embedder.embed_queries(texts)
+    return await embedder.embed(texts)

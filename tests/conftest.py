@@ -1,8 +1,10 @@
-"""Shared fixtures: real Elasticsearch nodes (7.17 and 8.19 integ-test-zips) and stores over them.
+"""Shared fixtures: real Elasticsearch nodes (7.17, 8.19 and 9.2 integ-test-zips) and stores over them.
 
 The nodes start once per session, in parallel, as an unprivileged uid on loopback, each in its own
-temporary folder. ``HOPSEARCH_TEST_ES7_URL`` / ``HOPSEARCH_TEST_ES8_URL`` point the suite at nodes
-that are already running instead (quicker while developing).
+temporary folder (9.x on a Java 21+ JDK: ``esnode.find_java``). ``HOPSEARCH_TEST_ES7_URL`` /
+``HOPSEARCH_TEST_ES8_URL`` / ``HOPSEARCH_TEST_ES9_URL`` point the suite at nodes that are already
+running instead (quicker while developing). Tests on ``es_node`` (and ``store``) run once per version;
+the run's closing lines name the versions the nodes reported and how the tests on each ended.
 
 Under ``CI=true`` an Elasticsearch that cannot be obtained FAILS the tests that need it; elsewhere
 those tests are skipped with the reason.
@@ -27,7 +29,12 @@ from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-ES_VERSIONS = {"7.17": "7.17.29", "8.19": "8.19.21"}
+ES_VERSIONS = {"7.17": "7.17.29", "8.19": "8.19.21", "9.2": "9.2.4"}
+#: label → what the node reported ("<version> at <url>, started here|external") or why it is missing
+NODE_REPORTS: dict[str, str] = {}
+#: label → outcome → number of tests that used the node
+OUTCOMES: dict[str, dict[str, int]] = {}
+_LABELS_OF: dict[str, list[str]] = {}
 #: The bundled 2WikiMultihopQA slice (24 questions with their context paragraphs; loaders/data/NOTICE.md).
 SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "loaders" / "data" / "sample_2wiki.jsonl"
 
@@ -47,6 +54,15 @@ class EsNode:
     url: str
     spec: esnode.NodeSpec | None
 
+    @property
+    def major(self) -> int:
+        return int(self.label.split(".")[0])
+
+    @property
+    def knn(self) -> bool:
+        """8.x and 9.x search vectors with kNN; the 7.17 integ-test-zip has no vectors (client-side rerank)."""
+        return self.major >= 8
+
     def kill(self) -> None:
         assert self.spec is not None, "external node: cannot kill"
         esnode.kill(self.spec)
@@ -58,7 +74,7 @@ class EsNode:
 
 @pytest.fixture(scope="session")
 def es_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EsNode | str]]:
-    """Both nodes, started in parallel. A value that is a string is the reason a node is missing."""
+    """The nodes, started in parallel. A value that is a string is the reason a node is missing."""
     cache = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
     base = tmp_path_factory.mktemp("es")
     nodes: dict[str, EsNode | str] = {}
@@ -79,8 +95,15 @@ def es_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EsN
             return label, f"Elasticsearch {label} could not start: {exc}"
         return label, EsNode(label, specs[label].url, specs[label])
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(specs))) as pool:
         nodes.update(dict(pool.map(boot, list(specs))))
+    for label, node in nodes.items():
+        if isinstance(node, str):
+            NODE_REPORTS[label] = f"missing: {node.splitlines()[0]}"
+            continue
+        info = esnode.ping(node.url, timeout=10) or {}
+        origin = "external" if node.spec is None else "started here"
+        NODE_REPORTS[label] = f"{info.get('version')} at {node.url}, {origin}"
     yield nodes
     for spec in specs.values():
         esnode.stop(spec)
@@ -158,3 +181,33 @@ def sample_questions_path() -> Path:
     """The bundled question file (in the repository: tests never read outside it)."""
     assert SAMPLE_QUESTIONS.is_file(), SAMPLE_QUESTIONS
     return SAMPLE_QUESTIONS
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        labels = []
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "es_node" in callspec.params:
+            labels.append(str(callspec.params["es_node"]))
+        if "es8_node" in getattr(item, "fixturenames", ()) and "8.19" not in labels:
+            labels.append("8.19")
+        if labels:
+            _LABELS_OF[item.nodeid] = labels
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        for label in _LABELS_OF.get(report.nodeid, []):
+            counts = OUTCOMES.setdefault(label, {})
+            counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The closing lines: the Elasticsearch versions this run actually tested against."""
+    if not _LABELS_OF:
+        return
+    terminalreporter.section("Elasticsearch versions tested")
+    for label in ES_VERSIONS:
+        counts = OUTCOMES.get(label, {})
+        outcome = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no tests ran"
+        terminalreporter.write_line(f"{label}: {NODE_REPORTS.get(label, 'not started')} — {outcome}")

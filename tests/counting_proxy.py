@@ -30,6 +30,8 @@ class CountingProxy:
         self.paths: Counter[tuple[str, str]] = Counter()
         #: (method, path, the Authorization header or None) of every request, in order.
         self.credentials: list[tuple[str, str, str | None]] = []
+        #: while true, every connection is dropped unanswered (Elasticsearch "down" behind the proxy)
+        self.down = False
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -44,6 +46,10 @@ class CountingProxy:
 
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._session is not None
+        if self.down:  # like a node that went away: the connection drops without an answer
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError("proxy is down")
         self.paths[(request.method, request.path)] += 1
         self.credentials.append((request.method, request.path, request.headers.get("Authorization")))
         seen = self.paths[(request.method, request.path)]

@@ -10,6 +10,9 @@ the earliest, report ``stop_reason`` = that string unless ``report_stop_reason``
 were sent before the client closed it or the stream ended.
 Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
 ``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
+Capacity: ``slots=N`` serves like llama.cpp with N slots: ``GET /props`` reports ``total_slots``, at
+most N generations run at a time (each takes ``work_s``) and the others wait in the server's queue;
+``max_queued`` is the longest that queue got, ``served`` the (start, end) of every generation.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class ScriptedLLM:
         delay_s: float = 0.0,
         hang: bool = False,
         model: str = "scripted",
+        slots: int | None = None,
+        work_s: float = 0.0,
     ) -> None:
         self.script = script
         self.report_stop_reason = report_stop_reason
@@ -84,6 +89,12 @@ class ScriptedLLM:
         self.delay_s = delay_s
         self.hang = hang
         self.model = model
+        self.slots = slots
+        self.work_s = work_s
+        self.queued = 0
+        self.max_queued = 0
+        self.served: list[tuple[float, float]] = []
+        self._slot_gate: asyncio.Semaphore | None = None
         self.requests: list[dict[str, Any]] = []
         self.streamed: list[int] = []
         self.generation_requests = 0
@@ -136,6 +147,9 @@ class ScriptedLLM:
         self._stopping = asyncio.Event()
         app = web.Application()
         app.router.add_get("/v1/models", self._models)
+        if self.slots is not None:
+            app.router.add_get("/props", self._props)
+            self._slot_gate = asyncio.Semaphore(self.slots)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
@@ -149,6 +163,30 @@ class ScriptedLLM:
     async def _models(self, request: web.Request) -> web.Response:
         owner = "vllm" if self.report_stop_reason else "llamacpp"
         return web.json_response({"object": "list", "data": [{"id": self.model, "owned_by": owner}]})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        return web.json_response({"total_slots": self.slots, "model_path": self.model})
+
+    async def _one_slot_turn(self) -> None:
+        """Wait in the server's queue for a slot, then spend ``work_s`` generating (slots mode)."""
+        gate = self._slot_gate
+        if gate is None:
+            return
+        waits = gate.locked()  # every slot busy: this request waits in the server's queue
+        if waits:
+            self.queued += 1
+            self.max_queued = max(self.max_queued, self.queued)
+        try:
+            await gate.acquire()
+        finally:
+            if waits:
+                self.queued -= 1
+        try:
+            began = time.monotonic()
+            await asyncio.sleep(self.work_s)
+            self.served.append((began, time.monotonic()))
+        finally:
+            gate.release()
 
     async def _fault(self) -> web.Response | None:
         self.generation_requests += 1
@@ -164,6 +202,7 @@ class ScriptedLLM:
             self.in_flight -= 1
         if number <= self.fail_first:
             return web.json_response({"error": {"message": "scripted failure"}}, status=self.fail_status)
+        await self._one_slot_turn()
         return None
 
     async def _completions(self, request: web.Request) -> web.Response:

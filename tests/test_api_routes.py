@@ -34,7 +34,7 @@ async def test_root_reports_service_elasticsearch_and_capabilities(es_node: EsNo
     assert body["hopsearch"]["version"]["number"]
     assert body["hopsearch"]["elasticsearch"]["version"].startswith(es_node.label)
     caps = body["hopsearch"]["capabilities"]
-    assert caps["vector_mode"] == ("knn" if es_node.label == "8.19" else "rerank")
+    assert caps["vector_mode"] == ("knn" if es_node.knn else "rerank")
     assert "deeprag" in caps["strategies"] and caps["retrieval_modes"] == ["bm25"]
 
 
@@ -112,7 +112,7 @@ async def test_dense_and_hybrid_report_the_method_used(es_node: EsNode, minilm: 
         dense = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "shark thriller", "mode": "dense"})
         hybrid = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "Spielberg", "mode": "hybrid", "k": 2})
     assert dense.status_code == 200, dense.text
-    method = "knn" if es_node.label == "8.19" else "rerank"
+    method = "knn" if es_node.knn else "rerank"
     assert (dense.json()["mode"], dense.json()["dense_method"]) == ("dense", method)
     assert dense.json()["hits"]["hits"][0]["_id"] == "p-jaws"
     assert (hybrid.json()["mode"], hybrid.json()["dense_method"]) == ("hybrid", method)

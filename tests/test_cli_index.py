@@ -95,3 +95,48 @@ def test_mismatch_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
         _print(report, as_json=False)
     assert exited.value.code == 1
     assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_docs_into_a_named_index_a_single_file_and_search_filters(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """``index docs --index NAME`` (not only the default alias), one file, and ``search --source/--filter``
+    so company documents and DPR passages of one index need not mix (issue 13, item 12)."""
+    url, prefix = cli_env["HOPSEARCH_ES_URL"], cli_env["HOPSEARCH_INDEX_PREFIX"]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "policy.md").write_text("# Policy\n\nThe holiday policy gives staff 25 days of holiday.\n")
+    (docs / "other.md").write_text("# Other\n\nSomething else about holiday trips.\n")
+    runner = CliRunner()
+    named = f"{prefix}-company"
+    one = runner.invoke(
+        main, ["index", "docs", str(docs / "policy.md"), "--index", named, "--quiet", "--json"], env=cli_env
+    )
+    assert one.exit_code == 0, one.output
+    report = json.loads(one.output)
+    assert report["index"] == named and (report["read"], report["indexed"]) == (1, 1)
+    httpx.post(f"{url}/{named}/_refresh")
+    held = httpx.post(f"{url}/{named}/_search", json={"_source": ["path"]}).json()["hits"]["hits"]
+    assert [Path(h["_source"]["path"]).name for h in held] == ["policy.md"]
+    assert httpx.head(f"{url}/{prefix}-passages").status_code == 404  # the default alias was not touched
+
+    again = runner.invoke(
+        main, ["index", "docs", str(docs / "policy.md"), "--index", named, "--quiet", "--json"], env=cli_env
+    )
+    assert json.loads(again.output)["skipped"] == 1  # incremental for one file too
+
+    both = runner.invoke(main, ["index", "docs", str(docs), "--quiet"], env=cli_env)  # the default alias
+    assert both.exit_code == 0, both.output
+    psgs = tmp_path / "psgs.tsv"
+    psgs.write_text("id\ttext\ttitle\n1\tA holiday in Rome is a 1953 film.\tRoman Holiday\n")
+    assert runner.invoke(main, ["index", "dpr", str(psgs), "--quiet"], env=cli_env).exit_code == 0
+
+    def sources(*args: str) -> list[str]:
+        result = runner.invoke(main, ["search", "holiday", "-k", "10", "--json", *args], env=cli_env)
+        assert result.exit_code == 0, result.output
+        return sorted(h["_source"]["source"] for h in json.loads(result.output)["hits"])
+
+    assert sources() == ["docs", "docs", "dpr"]
+    assert sources("--source", "docs") == ["docs", "docs"]
+    assert sources("--filter", "source=dpr") == ["dpr"]
+    assert sources("--index", named) == ["docs"]
+    bad = runner.invoke(main, ["search", "holiday", "--filter", "nonsense"], env=cli_env)
+    assert bad.exit_code == 2 and "FIELD=VALUE" in bad.output

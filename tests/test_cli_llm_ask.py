@@ -41,7 +41,8 @@ async def test_ask_prints_answer_citations_and_steps(store: Store, tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "Answer:   Richard Donner" in result.output
     assert "[1] p-lethal  Lethal Weapon" in result.output
-    assert "generate d1  retrieve by " in result.output and "'Who directed Lethal Weapon?' → p-lethal" in result.output
+    assert "retrieve" in result.output and "by " in result.output  # the decision and what made it
+    assert "Weapon? → p-lethal" in result.output  # the query and its passages, wrapped at 80 columns
     assert as_json.exit_code == 0, as_json.output
     doc = json.loads(as_json.output)
     assert doc["strategy"] == "deeprag" and doc["answer"] == "Richard Donner"
@@ -135,3 +136,14 @@ async def test_eval_index_missing_is_an_error_and_creates_nothing(store: Store, 
         refused = await asyncio.to_thread(CliRunner().invoke, evaluate, args, env=env)
     assert refused.exit_code == 1 and f"no such passages index or alias [{prefix}-absent]" in refused.output
     assert await indices_under(store, prefix) == []
+
+
+async def test_ask_source_filter_keeps_to_one_corpus(store: Store, tmp_path: Path) -> None:
+    await loaded(store)  # every passage has source "jsonl"
+    with server_for("vllm", MODEL) as server:
+        env = env_for(store, server.base_url, tmp_path)
+        args = ["Who directed Lethal Weapon?", "--prefix", store.settings.index_prefix, "--strategy", "single"]
+        kept = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--source", "jsonl"], env=env)
+        other = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--source", "docs"], env=env)
+    assert kept.exit_code == 0 and "[1] p-lethal  Lethal Weapon" in kept.output
+    assert other.exit_code == 0 and "Citations:" not in other.output and "→ no hits" in other.output

@@ -259,3 +259,33 @@ async def test_placeholders_copied_from_the_instructions_count_as_nothing() -> N
     assert read_entities({"entities": [{"entity": "Jaws", "keywords": ["…", " Jaws  1975 "]}]}) == [
         EntityQuery("Jaws", ("Jaws 1975",), None)
     ]
+
+
+async def test_a_one_slot_server_gets_one_request_at_a_time_and_nothing_is_retried() -> None:
+    """llama.cpp serves one generation at a time. DualRAG's concurrent summaries used to go out at once:
+    the later ones waited in the server's queue past the request timeout and were retried (issue 13,
+    item 7). The client now learns the slot count from ``/props`` and queues in-process, where the wait
+    does not count toward the timeout: each call is sent when the slot is free and runs once."""
+    names = ["Jaws", "Lethal Weapon", "Richard Donner", "Steven Spielberg"]
+    model = ChatModel(
+        {
+            "reasoner": [reason("Look up all four.", True)],
+            "identifier": [entities(*((name, [name]) for name in names))],
+        },
+        summaries=lambda entity, prompt: f"{entity} is in the passages.",
+    )
+    sink = MemoryTraceSink()
+    # each generation takes 0.3 s; the timeout (0.75 s) covers one call but not a queue of four
+    with server_for("llamacpp-followup", model, slots=1, work_s=0.3) as server:
+        settings = settings_for(server, "llamacpp-followup", llm_timeout=0.75)
+        async with LLMClient(settings) as llm:
+            answer = await DualRAG(llm, CountingRetriever(), sink).answer(QUESTION, AskOptions())
+    answer.raise_for_error()
+    doc = dict(sink.documents[answer.trace.trace_id])
+    assert len([s for s in doc["steps"] if s["kind"] == "summarize"]) == 4
+    assert [s["retries"] for s in doc["steps"]] == [0] * len(doc["steps"])
+    assert server.generation_requests == doc["totals"]["llm_calls"] == len(server.served)  # each call sent once
+    assert server.max_queued == 0  # never a request of ours waiting behind another of ours on the server
+    ends = [end for _, end in server.served]
+    starts = [start for start, _ in server.served]
+    assert all(start >= end for start, end in zip(starts[1:], ends[:-1], strict=True))  # one after the other

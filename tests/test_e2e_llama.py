@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from hopsearch.cli import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
-from hopsearch.service.llm import LLMClient, local
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import ElasticsearchTraceSink
-from tests.conftest import unavailable
+from tests.conftest import EsNode, unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -44,13 +45,13 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
         llm_startup_timeout=300.0,
     )
     try:
-        local.start(settings, "llamacpp")
+        llm_server.start(settings, "llamacpp")
     except (ConfigError, NodeError) as exc:
         unavailable(f"local llama.cpp server: {exc}")
     try:
         yield settings
     finally:
-        local.stop(settings)
+        llm_server.stop(settings)
 
 
 def first_question(path: Path) -> dict[str, object]:
@@ -82,7 +83,7 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     ids = await index_context(store, record)
     retriever = EsRetriever(store)
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
-    budget = Budget(deadline_s=240.0)
+    budget = Budget(timeout_s=240.0)
     async with LLMClient(llama) as llm:
         assert await llm.engine() == "llamacpp"  # no stop_reason: the fallback decides
         strategy = DeepRAG(llm, retriever, sink)
@@ -106,3 +107,34 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     retrievals = [s for s in always_doc["steps"] if s["kind"] == "retrieve"]
     assert retrievals, always_doc["steps"]
     assert set(retrievals[0]["hit_ids"]) <= ids and retrievals[0]["hit_ids"]
+
+
+async def test_health_stays_ready_during_a_long_local_generation(llama: Settings, es8_node: EsNode) -> None:
+    """llama.cpp answers ``/v1/models`` only between generations: readiness must say busy, not down."""
+    import asyncio
+
+    import httpx
+
+    from hopsearch.service.api import create_app
+
+    overrides = {"es_url": [es8_node.url], "embedder": "none", "llm_retries": 0, "llm_timeout": 600.0}
+    settings = load_settings(**{**llama.model_dump(), **overrides})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        runtime = await app.state.api.runtime()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://hopsearch") as client:
+            # End-of-text and end-of-turn banned: the model writes all its tokens.
+            extra = {"logit_bias": {"1": -100, "106": -100}}
+            prompt = "Write a very long story about a lighthouse keeper."
+            generation = asyncio.create_task(runtime.llm.complete(prompt, max_tokens=64, extra=extra))
+            await asyncio.sleep(1.0)
+            statuses = []
+            while not generation.done() and len(statuses) < 3:
+                response = await client.get("/_health")
+                statuses.append((response.status_code, response.json()["llm"]["state"], generation.done()))
+            completion = await generation
+    assert statuses, "the generation finished before /_health was asked"
+    assert all(code == 200 for code, _, _ in statuses), statuses
+    assert any(state == "busy" and not done for _, state, done in statuses), statuses
+    assert completion.usage.completion_tokens > 32

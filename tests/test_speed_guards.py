@@ -212,3 +212,23 @@ async def test_each_prompt_of_a_question_extends_the_previous_one(flavour: str) 
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(prompts))
     if flavour == "vllm":  # the turn before the transcript is the same in every request
         assert len({str(r["messages"][:-1]) for r in server.requests}) == 1
+
+
+async def test_question_turns_follow_the_servers_slot_count() -> None:
+    """A llama.cpp server with two slots (``/props``) takes two questions at once."""
+    model = DeepRAGModel([PlanStep("Who directed Jaws?", "search", "Steven Spielberg")], "1946")
+    questions = ["When was the director of Jaws born?", "Who was born first, Spielberg or Donner?", "Who is Donner?"]
+    with server_for("llamacpp-stream", model, slots=2, work_s=0.05) as server:
+        async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
+            strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink())
+            answers = await asyncio.gather(*(strategy.answer(q, AskOptions()) for q in questions))
+    for answer in answers:
+        answer.raise_for_error()
+    running = set()
+    most = 0
+    for prompt in server.prompts:  # which questions had started and not yet finished, request by request
+        running.add(next(q for q in questions if q in prompt))
+        most = max(most, len(running))
+        if prompt.endswith("So the final answer is:"):
+            running.discard(next(q for q in questions if q in prompt))
+    assert most == 2

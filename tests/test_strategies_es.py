@@ -43,7 +43,7 @@ async def test_hyde_searches_dense_and_bm25_in_one_msearch(es_node: EsNode, mini
         assert doc is not None and doc["status"] == "ok"
         [retrieve] = [s for s in doc["steps"] if s["kind"] == "retrieve"]
         lists = retrieve["details"]["lists"]
-        expected = "knn" if es_node.label == "8.19" else "rerank"
+        expected = "knn" if es_node.knn else "rerank"
         assert [(x["mode"], x["dense_method"]) for x in lists] == [("dense", expected), ("bm25", "none")] * 2
         assert lists[1]["hit_ids"][0] == "p2" and lists[3]["hit_ids"][0] == "p3"
         assert {"p2", "p3"} <= set(retrieve["hit_ids"]) and len(retrieve["hit_ids"]) == 4

@@ -16,10 +16,10 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1
-from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response
-from hopsearch.service.api.gate import OPEN_PATHS, Gate
+from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api.middleware import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
+from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -79,25 +79,31 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
+    app.include_router(ui.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
-    app.add_middleware(Gate, state=state)
+    app.add_middleware(Gate, state=state, routes=app.router.routes)
     app.add_middleware(front.Front, state=state, routes=app.router.routes)
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:
+    retry_after = {"Retry-After": str(state.settings.api_retry_after_s)}
+
     async def hopsearch_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HopsearchError)
-        return error_response(exc, state.redact)
+        return error_response(exc, state.redact, retry_after if status_of(exc) == 429 else None)
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
         field = ".".join(str(part) for part in first.get("loc", ()))
+        limits = {"body.k": "api_max_k", "body.options.k": "api_max_k", "body.size": "api_max_k"}
         if first.get("type") == "json_invalid":
             error: HopsearchError = InputError(f"request body is not valid JSON: {first.get('ctx', {}).get('error')}")
+        elif first.get("type") == "less_than_equal" and field in limits:  # the schema's bound is not the limit
+            error = RequestInvalid(limit_message(state.settings, limits[field]), field=field)
         else:
             error = RequestInvalid(str(first.get("msg", "invalid request")), field=field or None)
         return error_response(error, state.redact)

@@ -3,15 +3,18 @@
 Streaming (``stream=true`` in the query or the body): one ``step`` event per step as the strategy
 records it (through :data:`~hopsearch.service.traces.STEP_LISTENER`), then one ``answer`` event with
 the answer, citations, trace id and totals — or one ``error`` event with an ES-style error envelope.
+A ``: keep-alive`` comment goes out after ``api_sse_heartbeat_s`` of silence (proxies close idle
+streams). A client that disconnects from a plain (non-streaming) ask cancels the work and frees its slot.
 Refusals that happen before the run (auth, validation, unknown index, 429) are plain JSON errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any
 
 import orjson
@@ -19,11 +22,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
-from hopsearch.service.api.envelope import OrjsonResponse, error_body, status_of
 from hopsearch.service.api.models import AskRequest, AskResponse
+from hopsearch.service.api.responses import OrjsonResponse, error_body, status_of
 from hopsearch.service.api.routes import IndexName, check_k, state_of
 from hopsearch.service.api.state import ApiState, AskSlot
-from hopsearch.service.errors import HopsearchError, IndexMissing, RequestInvalid
+from hopsearch.service.errors import ClientGone, HopsearchError, IndexMissing, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.strategies import Answer, AskOptions, Strategy
 from hopsearch.service.traces import STEP_LISTENER, Step
@@ -35,14 +38,18 @@ SSE = "text/event-stream"
 
 def answer_body(answer: Answer, took: int) -> dict[str, Any]:
     trace = answer.trace
-    return {
+    body: dict[str, Any] = {
         "took": took,
         "trace_id": trace.trace_id,
         "strategy": trace.strategy,
         "answer": answer.text,
         "citations": [{"_id": c.id, "_score": c.score, "title": c.title} for c in answer.citations],
         "totals": trace.totals(),
+        "trace_stored": answer.trace_not_stored is None,
     }
+    if answer.trace_not_stored is not None:
+        body["warning"] = answer.trace_not_stored
+    return body
 
 
 def _event(name: str, data: Any, state: ApiState) -> bytes:
@@ -97,7 +104,8 @@ async def ask(
     options = body.options.to_options(await runtime.retrieval_mode())
     slot = state.admit_question()
     if stream if stream is not None else body.stream:
-        events = _stream(state, slot, strategy, body.question, options, started)
+        heartbeat = settings.api_sse_heartbeat_s
+        events = _stream(state, slot, strategy, body.question, options, started, heartbeat)
         return StreamingResponse(
             events,
             media_type=SSE,
@@ -105,7 +113,7 @@ async def ask(
             background=BackgroundTask(slot.release),
         )
     try:
-        answer = await strategy.answer(body.question, options)
+        answer = await _unless_disconnected(request, strategy.answer(body.question, options))
     finally:
         slot.release()
     state.metrics.question(body.strategy, "error" if answer.error else "ok", answer.trace.totals())
@@ -114,8 +122,38 @@ async def ask(
     return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000)))
 
 
+async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Answer]) -> Answer:
+    """Run ``work`` until it ends or the client goes away; then it is cancelled (its LLM and
+    Elasticsearch requests with it) and :class:`ClientGone` is raised. The body is read already, so
+    the next ASGI message is the disconnect."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if task.cancelled():
+        raise ClientGone("the client closed the connection; the question was cancelled")
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _stream(
-    state: ApiState, slot: AskSlot, strategy: Strategy, question: str, options: AskOptions, started: float
+    state: ApiState,
+    slot: AskSlot,
+    strategy: Strategy,
+    question: str,
+    options: AskOptions,
+    started: float,
+    heartbeat: float,
 ) -> AsyncIterator[bytes]:
     queue: asyncio.Queue[Step] = asyncio.Queue()
 
@@ -128,7 +166,11 @@ async def _stream(
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({getter, task}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
+            if not done:  # a comment line: proxies see traffic and keep the stream open
+                getter.cancel()
+                yield b": keep-alive\n\n"
+                continue
             if not getter.done():
                 getter.cancel()
                 break

@@ -23,10 +23,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.envelope import OrjsonResponse, error_response
-from hopsearch.service.api.gate import check_key
+from hopsearch.service.api.middleware import check_key, leaf_routes
 from hopsearch.service.api.models import RootResponse
 from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
+from hopsearch.service.api.responses import OrjsonResponse, error_response
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError
@@ -51,7 +51,7 @@ async def root(request: Request) -> OrjsonResponse:
     state: ApiState = request.app.state.api
     runtime = await state.runtime()
     body = await runtime.store.cluster_root()
-    es = runtime.store.info.as_dict()
+    es = runtime.store.info.to_dict()
     body["hopsearch"] = {
         "version": {"number": VERSION, "api": "es-dialect-1"},
         "elasticsearch": {"version": es["version"], "flavor": es["flavor"], "modules": es["modules"]},
@@ -72,7 +72,8 @@ class Front:
     def __init__(self, app: ASGIApp, state: ApiState, routes: Sequence[BaseRoute]) -> None:
         self.app = app
         self.state = state
-        self.routes = routes
+        self._routes = routes
+        self._leaves: list[BaseRoute] | None = None
         self.forwarder = Forwarder(state.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,7 +94,9 @@ class Front:
             self.state.metrics.request(scope["method"], "proxy", status, time.perf_counter() - started)
 
     def _own(self, scope: Scope) -> bool:
-        return any(route.matches(scope)[0] != Match.NONE for route in self.routes)
+        if self._leaves is None:  # every route is registered before the first request
+            self._leaves = leaf_routes(self._routes)
+        return any(route.matches(scope)[0] != Match.NONE for route in self._leaves)
 
     def _own_scope(self, scope: Scope) -> Scope:
         """A key in ``X-Hopsearch-Key`` is the one the gate checks (``Authorization`` is then ES's); a

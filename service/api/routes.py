@@ -5,25 +5,27 @@ the hot path); the pydantic models in :mod:`.models` document them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service.api.envelope import OrjsonResponse
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
     HealthResponse,
+    LivenessResponse,
     OutlineSearchRequest,
     RetrieveRequest,
     RetrieveResponse,
     SearchResponse,
 )
+from hopsearch.service.api.responses import OrjsonResponse, limit_message, status_of
 from hopsearch.service.api.state import ApiState
-from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
-from hopsearch.service.filters import parse_filters
+from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid, StoreError
+from hopsearch.service.filters import parse_filters, refused_filter
+from hopsearch.service.health import readiness
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
@@ -40,7 +42,7 @@ def state_of(request: Request) -> ApiState:
 
 def check_k(state: ApiState, k: int, field: str) -> None:
     if k > state.settings.api_max_k:
-        raise RequestInvalid(f"must be at most {state.settings.api_max_k} (api_max_k)", field=field)
+        raise RequestInvalid(limit_message(state.settings, "api_max_k"), field=field)
 
 
 def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
@@ -56,8 +58,10 @@ def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = N
     }
 
 
-def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, Any]:
-    body = search_envelope(took, _hit_dicts(index, result.hits))
+def retrieve_envelope(
+    index: str, result: SearchResult, took: int, shown: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
+) -> dict[str, Any]:
+    body = search_envelope(took, _hit_dicts(index, result.hits, shown))
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
     body["fusion"] = result.fusion
@@ -66,50 +70,43 @@ def retrieve_envelope(index: str, result: SearchResult, took: int) -> dict[str, 
     if result.reranked_by:
         body["reranked_by"] = result.reranked_by
     if result.legs:
-        body["legs"] = {name: _hit_dicts(index, hits) for name, hits in result.legs.items()}
+        body["legs"] = {name: _hit_dicts(index, hits, shown) for name, hits in result.legs.items()}
     if result.without_vectors:
         body["without_vectors"] = result.without_vectors
         body["warning"] = without_vectors_note(result.without_vectors)
     return body
 
 
-def _hit_dicts(index: str, hits: Sequence[Hit]) -> list[dict[str, Any]]:
-    return [{"_index": index, "_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in hits]
+def _hit_dicts(
+    index: str, hits: Sequence[Hit], shown: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
+) -> list[dict[str, Any]]:
+    return [{"_index": index, "_id": h.id, "_score": h.score, "_source": shown(h.source)} for h in hits]
 
 
 @router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})
 async def health(request: Request) -> OrjsonResponse:
-    """Elasticsearch and the LLM reachable (no API key needed). 200 when both are, else 503."""
+    """Readiness (no API key needed): 200 when Elasticsearch answers and the LLM is ready or busy
+    (``yellow``: a generation holds it; a busy model is not down), else 503."""
     state = state_of(request)
-    es: dict[str, Any] = {"reachable": False}
-    llm: dict[str, Any] = {"reachable": False}
+    timeout = state.settings.health_timeout
     try:
         runtime = await state.runtime()
-        started = time.perf_counter()
-        cluster = await runtime.store.cluster_health()
-        es = {
-            "reachable": True,
-            "version": runtime.store.info.number,
-            "cluster_status": cluster.get("status"),
-            "ms": _ms(started),
-        }
-        try:
-            started = time.perf_counter()
-            await runtime.llm.request("GET", "/models", None, deadline=time.monotonic() + 3.0)
-            llm = {"reachable": True, "model": runtime.llm.model, "ms": _ms(started)}
-        except HopsearchError as exc:
-            llm["error"] = exc.error_type
     except HopsearchError as exc:
-        es["error"] = exc.error_type
-    except Exception as exc:  # the client library's own connection errors
-        es["error"] = type(exc).__name__
-    ok = es["reachable"] and llm["reachable"]
-    body = {"status": "green" if ok else "red", "elasticsearch": es, "llm": llm}
-    return OrjsonResponse(body, status_code=200 if ok else 503)
+        body = {
+            "status": "red",
+            "ready": False,
+            "elasticsearch": {"reachable": False, "error": exc.error_type},
+            "llm": {"reachable": False, "state": "unknown", "error": "not probed: no runtime without Elasticsearch"},
+        }
+        return OrjsonResponse(body, status_code=503)
+    body = await readiness(runtime.store, runtime.llm, timeout)
+    return OrjsonResponse(body, status_code=200 if body["ready"] else 503)
 
 
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+@router.get("/_health/live", response_model=None, responses={200: {"model": LivenessResponse}})
+async def live() -> OrjsonResponse:
+    """Liveness (no API key needed): the process serves requests; no dependency is asked."""
+    return OrjsonResponse({"status": "alive"})
 
 
 @router.get("/_metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
@@ -127,20 +124,26 @@ async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) ->
     if len(body.query) > state.settings.api_max_question_chars:
         raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
     runtime = await state.for_index(index)
+    clauses = parse_filters(body.filters, "body.filters")
     query = RetrievalQuery(
         body.query,
         k=body.k,
         mode=body.mode,
-        filters=parse_filters(body.filters, "body.filters"),
+        filters=clauses,
         fusion=body.fusion,
         weights=body.weights,
         legs=body.legs,
         rerank=body.rerank,
     )
-    result = (await runtime.retriever.search_many([query]))[0]
+    try:
+        result = (await runtime.retriever.search_many([query]))[0]
+    except StoreError as exc:
+        if clauses and status_of(exc) == 400:
+            raise refused_filter(clauses, str(exc).removeprefix("msearch: ")) from exc
+        raise
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)
-    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took))
+    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took, state.hit_sources))
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})

@@ -9,8 +9,9 @@ import dataclasses
 import logging
 import re
 
-from hopsearch.service.api.envelope import Redactor
+from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.api.metrics import Metrics
+from hopsearch.service.api.responses import Redactor
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.runtime import Runtime
@@ -38,6 +39,7 @@ class ApiState:
         self.settings = settings
         self.metrics = Metrics()
         self.redact = Redactor.for_settings(settings)
+        self.hit_sources = HitSources(settings)
         self.keys = [key.get_secret_value().encode() for key in settings.api_keys]
         self.asks_in_flight = 0
         self._runtime = runtime

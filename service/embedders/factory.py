@@ -15,6 +15,10 @@ def make_embedder(settings: Settings) -> Embedder | None:
         from hopsearch.service.embedders.minilm import MiniLMEmbedder
 
         return MiniLMEmbedder(batch_size=settings.embed_batch_size)
+    if settings.embedder == "e5":
+        from hopsearch.service.embedders.e5 import E5Embedder
+
+        return E5Embedder(batch_size=settings.embed_batch_size)
     if not settings.embed_base_url or not settings.embed_model or not settings.embed_dims:
         raise ConfigError(
             "HOPSEARCH_EMBEDDER=openai needs HOPSEARCH_EMBED_BASE_URL, HOPSEARCH_EMBED_MODEL and HOPSEARCH_EMBED_DIMS"

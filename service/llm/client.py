@@ -1,7 +1,12 @@
 """An async OpenAI-compatible client: completions and chat over several base URLs.
 
-Bounded concurrency (one semaphore per client), per-request timeouts, an overall deadline, retries
-with exponential back-off and full jitter on connect errors, timeouts, 429 and 5xx. Every HTTP
+Bounded concurrency (one semaphore per client, and per base URL the server's capacity: its slot count
+where it reports one, llama.cpp's ``/props`` ``total_slots``, or ``llm_slots_per_url``), per-request
+timeouts, an overall deadline, retries with exponential back-off and full jitter on connect errors,
+timeouts, 429 and 5xx. A request waits for a free slot in this process before it is sent, and its
+timeout starts only then: time queued behind our own requests never times a request out (a one-slot
+server sent 8 requests at once would otherwise serve them in turn while the later ones time out and
+are retried). Every HTTP
 request is recorded as an :class:`Attempt`; failures carry them in ``error.details["attempts"]``.
 The transport is injectable (``httpx.MockTransport``, ``httpx.ASGITransport``) instead of patching.
 """
@@ -20,6 +25,7 @@ from typing import Any
 import httpx
 
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
+from hopsearch.service.llm.capacity import ServerSlots
 from hopsearch.service.llm.sse import read_until
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
 from hopsearch.service.settings import Settings
@@ -83,6 +89,7 @@ class LLMClient:
         if settings.llm_api_key is not None:
             headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
         self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
+        self.slots = ServerSlots(self._http, settings, self._pool.auth)
         self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
         self._questions: asyncio.Semaphore | None = None
 
@@ -99,15 +106,30 @@ class LLMClient:
     def base_urls(self) -> list[str]:
         return list(self._pool.urls)
 
+    def in_flight(self, base_url: str) -> int:
+        """Requests of this client being served by ``base_url`` now."""
+        return self._pool.in_flight.get(base_url, 0)
+
+    async def get_models(self, base_url: str, wait_s: float) -> httpx.Response:
+        """One ``GET /models`` to ``base_url``, outside the concurrency limit and without retries
+        (the readiness probe); httpx errors pass through so a caller can tell connect from read."""
+        auth = self._pool.auth.get(base_url, httpx.USE_CLIENT_DEFAULT)
+        return await self._http.get(f"{base_url}/models", timeout=wait_s, auth=auth)
+
     def deadline_in(self, seconds: float | None = None) -> float:
         """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
         return time.monotonic() + (self.settings.llm_deadline if seconds is None else seconds)
+
+    async def models(self, *, timeout_s: float = 3.0) -> dict[str, Any]:
+        """``GET /models`` (the server's readiness probe) within ``timeout_s``."""
+        body, _ = await self.request("GET", "/models", None, deadline=self.deadline_in(timeout_s))
+        return body
 
     async def engine(self) -> Engine:
         """The server kind: from settings, else probed once (vLLM names itself in ``owned_by``)."""
         if self._engine is None:
             try:
-                body, _ = await self.request("GET", "/models", None, deadline=self.deadline_in(30.0))
+                body = await self.models(timeout_s=30.0)
                 owners = {str(item.get("owned_by", "")) for item in body.get("data", [])}
                 self._engine = "vllm" if "vllm" in owners else "llamacpp"
             except LLMError:
@@ -117,19 +139,28 @@ class LLMClient:
 
     @contextlib.asynccontextmanager
     async def question(self) -> AsyncIterator[None]:
-        """Hold one of the server's question slots for a question's calls (``llm_question_slots``):
+        """Hold one of the servers' question slots for a question's calls (``llm_question_slots``;
+        0: on llama.cpp the servers' slot counts added up, a server that reports none counting one):
         on a one-slot llama.cpp server a question's prompts then follow one another and each
         extends the last one in the slot's cache, instead of every prompt being evaluated anew."""
-        slots = self.settings.llm_question_slots
-        if not slots:
-            slots = 1 if await self.engine() == "llamacpp" else 0
-        if not slots:
-            yield
-            return
         if self._questions is None:
-            self._questions = asyncio.Semaphore(slots)
+            slots = self.settings.llm_question_slots or await self._auto_question_slots()
+            if not slots:  # vLLM, OpenAI: no turns
+                yield
+                return
+            if self._questions is None:  # another question may have set it while this one probed
+                self._questions = asyncio.Semaphore(slots)
         async with self._questions:
             yield
+
+    async def _auto_question_slots(self) -> int:
+        if await self.engine() != "llamacpp":
+            return 0
+        total = 0
+        for base in self._pool.urls:
+            await self.slots.for_url(base)
+            total += self.slots.capacity.get(base) or 1
+        return total
 
     # --- the two endpoints ---------------------------------------------------------------------
     async def complete(
@@ -251,13 +282,15 @@ class LLMClient:
                 break
             timeout = min(self.settings.llm_timeout, remaining)
             attempt, data, retryable = await self._attempt(
-                method, path, body, timeout, avoid=last_url, stream_cut=stream_cut
+                method, path, body, timeout, avoid=last_url, stream_cut=stream_cut, deadline=deadline
             )
             last_url = attempt.url.removesuffix(path)
             attempts.append(attempt)
             if data is not None:
                 return data, attempts
             timed_out = attempt.status is None and "timeout" in (attempt.error or "").lower()
+            if not retryable and timed_out:
+                break
             if not retryable:
                 raise LLMError(f"LLM request failed: {attempt.error}", details=_details(attempts))
             log.info("LLM attempt %d failed (%s); retrying", retry + 1, attempt.error)
@@ -276,19 +309,34 @@ class LLMClient:
         *,
         avoid: str | None,
         stream_cut: Sequence[str] | None = None,
+        deadline: float | None = None,
     ) -> tuple[Attempt, dict[str, Any] | None, bool]:
         """One request; returns (attempt, JSON body or None, retryable). The base URL is picked
-        once a concurrency slot is free, so least-busy sees the requests really in flight."""
+        once a concurrency slot is free, so least-busy sees the requests really in flight; then the
+        request waits for one of that server's slots, and its timeout starts once it has one."""
         async with self._semaphore:
             base = self._pool.pick(avoid=avoid)
             url = base + path
             self._pool.in_flight[base] += 1
-            started = time.monotonic()
+            queued = started = time.monotonic()
             auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
             try:
-                if stream_cut is not None:
-                    return await self._stream(method, url, body, seconds, auth, stream_cut, started)
-                response = await self._http.request(method, url, json=body, timeout=seconds, auth=auth)
+                slots = await self.slots.for_url(base)
+                async with contextlib.AsyncExitStack() as held:
+                    if slots is not None:
+                        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        try:
+                            async with asyncio.timeout(wait):
+                                await held.enter_async_context(slots)
+                        except TimeoutError:  # the deadline passed in our own queue: nothing to retry
+                            why = "timeout: the deadline passed while queued for a server slot"
+                            return _fail(url, None, queued, why), None, False
+                        if deadline is not None:
+                            seconds = min(self.settings.llm_timeout, deadline - time.monotonic())
+                    started = time.monotonic()
+                    if stream_cut is not None:
+                        return await self._stream(method, url, body, seconds, auth, stream_cut, started)
+                    response = await self._http.request(method, url, json=body, timeout=seconds, auth=auth)
             except (httpx.TimeoutException, TimeoutError) as exc:
                 return _fail(url, None, started, f"timeout: {type(exc).__name__}"), None, True
             except (httpx.TransportError, OSError) as exc:

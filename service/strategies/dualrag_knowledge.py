@@ -21,7 +21,7 @@ from hopsearch.service.retrieval import cosine, rrf
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
 from hopsearch.service.strategies.steps import ask_text, text_step
-from hopsearch.service.types import Embedder, Hit, RetrievalMode, RetrievalQuery, Retriever
+from hopsearch.service.types import Embedder, Hit, QueryEmbedder, RetrievalMode, RetrievalQuery, Retriever
 
 RETRIEVE_K = 50
 RERANK_K = 10
@@ -92,8 +92,12 @@ async def rerank(
         for hit in hits:
             passages.setdefault(hit.id, hit)
     keys = list(candidates)
-    texts = [names.get(key, key) for key in keys] + [_passage_text(hit) for hit in passages.values()]
-    vectors = await embedder.embed(texts)
+    queries = [names.get(key, key) for key in keys]
+    texts = [_passage_text(hit) for hit in passages.values()]
+    if isinstance(embedder, QueryEmbedder):  # e5: the names are queries, the passages passages
+        vectors = await embedder.embed_queries(queries) + await embedder.embed(texts)
+    else:
+        vectors = await embedder.embed(queries + texts)
     entity_vectors = dict(zip(keys, vectors[: len(keys)], strict=True))
     passage_vectors = dict(zip(passages, vectors[len(keys) :], strict=True))
     ranked: dict[str, list[Hit]] = {}

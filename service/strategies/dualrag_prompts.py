@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.strategies.steps import distinct_texts, text_of
+from hopsearch.service.strategies.steps import distinct_texts, in_question_language, text_of
 from hopsearch.service.types import Hit
 
 MAX_ENTITIES = 4
@@ -125,26 +125,32 @@ def _outline(outline: str) -> str:
 
 
 def reasoner_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
-    return (
-        "You answer a multi-hop question one reasoning step at a time.\n\n"
-        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
-        f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
-        'Write the next reasoning step as "thought". Set "need_retrieve" to true when knowledge needed '
-        "for the answer is still missing from the outline, false when the outline and the reasoning "
-        "are enough to answer.\nReply with one JSON object with the keys thought and need_retrieve."
+    return in_question_language(
+        question,
+        (
+            "You answer a multi-hop question one reasoning step at a time.\n\n"
+            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
+            'Write the next reasoning step as "thought". Set "need_retrieve" to true when knowledge needed '
+            "for the answer is still missing from the outline, false when the outline and the reasoning "
+            "are enough to answer.\nReply with one JSON object with the keys thought and need_retrieve."
+        ),
     )
 
 
 def identifier_prompt(question: str, outline: str, thoughts: Sequence[str], known: Sequence[str]) -> str:
     entities = "; ".join(known) if known else "(none)"
-    return (
-        "Find the entities (people, works, places, organisations) the missing knowledge is about.\n\n"
-        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
-        f"Reasoning so far:\n{_thoughts(thoughts)}\n\nKnown entities: {entities}\n\n"
-        f'For each entity give "entity" (its name), "keywords" (1 to {MAX_KEYWORDS} short search '
-        'queries about it) and "same_as" (the known entity it is, when it is one under another name; '
-        'otherwise "").\nReply with one JSON object with the key entities: a list of objects with the '
-        "keys entity, keywords and same_as."
+    return in_question_language(
+        question,
+        (
+            "Find the entities (people, works, places, organisations) the missing knowledge is about.\n\n"
+            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Reasoning so far:\n{_thoughts(thoughts)}\n\nKnown entities: {entities}\n\n"
+            f'For each entity give "entity" (its name), "keywords" (1 to {MAX_KEYWORDS} short search '
+            'queries about it) and "same_as" (the known entity it is, when it is one under another name; '
+            'otherwise "").\nReply with one JSON object with the key entities: a list of objects with the '
+            "keys entity, keywords and same_as."
+        ),
     )
 
 
@@ -156,18 +162,24 @@ def passages_block(hits: Sequence[Hit]) -> str:
 
 
 def summarizer_prompt(question: str, entity: str, outline: str, thoughts: Sequence[str], hits: Sequence[Hit]) -> str:
-    return (
-        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
-        f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
-        f"Passages about {entity}:\n{passages_block(hits)}\n\n"
-        f"In one to three sentences, write what these passages say about {entity} that helps answer "
-        "the question. If they say nothing relevant, reply exactly: None"
+    return in_question_language(
+        question,
+        (
+            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
+            f"Passages about {entity}:\n{passages_block(hits)}\n\n"
+            f"In one to three sentences, write what these passages say about {entity} that helps answer "
+            "the question. If they say nothing relevant, reply exactly: None"
+        ),
     )
 
 
 def answer_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
-    return (
-        f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
-        f"Reasoning:\n{_thoughts(thoughts)}\n\n"
-        "Answer the question with a short answer only (a name, a date, yes or no), on one line.\nAnswer:"
+    return in_question_language(
+        question,
+        (
+            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Reasoning:\n{_thoughts(thoughts)}\n\n"
+            "Answer the question with a short answer only (a name, a date, yes or no), on one line.\nAnswer:"
+        ),
     )

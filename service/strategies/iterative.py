@@ -27,6 +27,7 @@ from hopsearch.service.strategies.steps import (
     ask_json,
     context_line,
     final_answer,
+    in_question_language,
     json_step,
     normalise_query,
     read_reply,
@@ -101,13 +102,16 @@ def stop_rule(
 
 def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> str:
     searched = "\n".join(f"- {query}" for query in asked)
-    return (
-        "Judge whether the passages found so far answer the question.\n\n"
-        f"Question: {question}\n\nSearches so far:\n{searched}\n\n{context_line(hits)}\n\n"
-        '"confidence": how sure you are (0.0 to 1.0) that the passages contain the answer; "reasoning": '
-        'why; "missing_info": what is still missing; "next_query": a better search query for the missing '
-        'information, or "" when no further search would help.\nReply with one JSON object with the keys '
-        "confidence, reasoning, missing_info and next_query."
+    return in_question_language(
+        question,
+        (
+            "Judge whether the passages found so far answer the question.\n\n"
+            f"Question: {question}\n\nSearches so far:\n{searched}\n\n{context_line(hits)}\n\n"
+            '"confidence": how sure you are (0.0 to 1.0) that the passages contain the answer; "reasoning": '
+            'why; "missing_info": what is still missing; "next_query": a better search query for the missing '
+            'information, or "" when no further search would help.\nReply with one JSON object with the keys '
+            "confidence, reasoning, missing_info and next_query."
+        ),
     )
 
 

@@ -1,7 +1,8 @@
 """The steps every strategy shares — one place for each, so changing one changes it for all.
 
 Text: :func:`context_line` (the passages as one ``Context: [1] Title: … Text: …`` line),
-:func:`single_prompt` (question + context → ``Answer:``), :func:`text_of` and :func:`distinct_texts`
+:func:`single_prompt` (question + context → ``Answer:``), :func:`in_question_language` (the note that
+makes a Japanese question answered in Japanese), :func:`text_of` and :func:`distinct_texts`
 (tolerant readers of model JSON), :func:`answer_line` (the answer read from a completion).
 
 Calls, one call one trace step:
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from hopsearch.service.errors import LLMOutputError
+from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
@@ -33,6 +35,16 @@ _BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems", "minimum"
 
 
 INSTRUCTION = "Answer the question using the context. Reply with a short answer only."
+#: Put before a prompt whose question is Japanese: the answer comes back in the question's language.
+JAPANESE_NOTE = (
+    "The question is in Japanese: write the answer, and any thought, keyword, search query or passage, "
+    "in Japanese (日本語で答えてください)."
+)
+
+
+def in_question_language(question: str, prompt: str) -> str:
+    """``prompt`` with :data:`JAPANESE_NOTE` in front when ``question`` is Japanese, else unchanged."""
+    return f"{JAPANESE_NOTE}\n\n{prompt}" if detect_lang(question) == "ja" else prompt
 
 
 def context_line(hits: Sequence[Hit]) -> str:
@@ -46,7 +58,7 @@ def context_line(hits: Sequence[Hit]) -> str:
 
 def single_prompt(question: str, context: str) -> str:
     """The answer prompt over one context line: instruction, context, question, ``Answer:``."""
-    return f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:"
+    return in_question_language(question, f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:")
 
 
 def text_of(value: Any) -> str:

@@ -1,21 +1,23 @@
 """A pure ASGI middleware in front of every route: API keys, the body-size limit, metrics.
 
-- API keys: ``Authorization: ApiKey <key>`` or ``Bearer <key>`` on every route but ``/_health``;
+- API keys: ``Authorization: ApiKey <key>`` or ``Bearer <key>`` on every route but ``/_health`` and ``/_health/live``;
   no header → 401, a key that is not configured → 403 (compared in constant time). With no keys
   configured authentication is off.
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit.
-- Metrics: one count and one latency observation per request, labelled with the route template.
+- Metrics: one count and one latency observation per request, labelled with the route template (refused requests too).
 """
 
 from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Sequence
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.envelope import error_response
+from hopsearch.service.api.responses import error_response
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import (
     ApiError,
@@ -25,7 +27,7 @@ from hopsearch.service.errors import (
     RequestTooLarge,
 )
 
-OPEN_PATHS = frozenset({"/_health"})
+OPEN_PATHS = frozenset({"/_health", "/_health/live"})
 _SCHEMES = (b"apikey ", b"bearer ")
 
 
@@ -49,10 +51,35 @@ def check_key(state: ApiState, header: bytes | None) -> None:
         raise AuthorizationError("the API key is not accepted")
 
 
+def leaf_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
+    """The routes themselves, inside included routers (FastAPI wraps each in an object whose match
+    says nothing of the route); a mount stays one route, labelled with its prefix."""
+    leaves: list[BaseRoute] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        leaves += leaf_routes(inner.routes) if inner is not None else [route]
+    return leaves
+
+
+def route_template(routes: Sequence[BaseRoute], scope: Scope) -> str:
+    """The template of the route ``scope`` goes to (a refused request never reached the router, and
+    plain Starlette routes such as the OpenAPI document do not record themselves); else ``unmatched``."""
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return str(getattr(route, "path", "unmatched"))
+        if match is Match.PARTIAL and partial is None:
+            partial = str(getattr(route, "path", "unmatched"))
+    return partial or "unmatched"
+
+
 class Gate:
-    def __init__(self, app: ASGIApp, state: ApiState) -> None:
+    def __init__(self, app: ASGIApp, state: ApiState, routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
         self.state = state
+        self._routes = routes
+        self._leaves: list[BaseRoute] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -75,9 +102,13 @@ class Gate:
                 return
             await self.app(scope, self._limited(receive), send_status)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(scope.get("route"), "path", None) or route_template(self._leaf_routes(), scope)
             self.state.metrics.request(scope["method"], template, status, time.perf_counter() - started)
+
+    def _leaf_routes(self) -> list[BaseRoute]:
+        if self._leaves is None:  # every route is registered before the first request
+            self._leaves = leaf_routes(self._routes)
+        return self._leaves
 
     def _refuse(self, scope: Scope) -> ApiError | None:
         headers: dict[bytes, bytes] = dict(scope["headers"])

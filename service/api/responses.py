@@ -61,6 +61,11 @@ class Redactor:
         return text
 
 
+def limit_message(settings: Settings, name: str) -> str:
+    """``must be at most 100 (HOPSEARCH_API_MAX_K)``: the configured limit and where it is set."""
+    return f"must be at most {getattr(settings, name)} (HOPSEARCH_{name.upper()})"
+
+
 def status_of(exc: HopsearchError) -> int:
     """The HTTP status of an error; a store error Elasticsearch itself refused as a bad request
     (say, a filter value of the wrong type) keeps Elasticsearch's 4xx instead of becoming a 502."""

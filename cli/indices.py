@@ -1,0 +1,160 @@
+"""Index management: ``hopsearch indices list|delete`` and ``hopsearch loads list|show``.
+
+``indices list`` shows every index under the prefix (passages versions, outlines, traces) with its
+aliases, documents, size and the ``_meta`` the passages index records (embedder, analyzer). ``indices
+delete`` removes named indices or, with ``--all``, everything under the prefix; it asks first unless
+``--yes``, and only ever touches names under ``<prefix>-``. ``loads`` lists the reports each
+``hopsearch index …`` run leaves under the state folder, with their dead-letter files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hopsearch.loaders.history import past_loads
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.store import Store
+
+T = TypeVar("T")
+
+
+def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with await Store.connect(settings) as store:
+            return await work(store)
+
+    try:
+        return asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _size(value: Any) -> str:
+    if not isinstance(value, int):
+        return ""
+    size = float(value)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+@click.group("indices")
+def indices() -> None:
+    """List and delete hopsearch's indices (everything under <prefix>-)."""
+
+
+@indices.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
+def list_indices(as_json: bool) -> None:
+    """Indices under the prefix: aliases, documents, size, embedder and analyzer (from _meta)."""
+    settings = load_settings()
+    rows = _with_store(settings, lambda store: store.prefix_indices())
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no indices under {settings.index_prefix}-")
+        return
+    table = Table(title=f"indices under {settings.index_prefix}-")
+    for column in ("index", "aliases", "documents", "size", "embedder", "analyzer", "created"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        meta = row["meta"]
+        table.add_row(
+            row["index"],
+            ", ".join(row["aliases"]),
+            f"{row['documents']:,}" if isinstance(row["documents"], int) else "",
+            _size(row["bytes"]),
+            str(meta.get("embedder") or ("none" if meta else "")),
+            str(meta.get("analyzer") or ""),
+            str(row["created"] or "")[:19],
+        )
+    Console(width=160).print(table)
+
+
+@indices.command("delete")
+@click.argument("names", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Every index under the prefix.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
+    """Delete NAMES (indices under the prefix, e.g. a passages version) or, with --all, all of them."""
+    settings = load_settings()
+    prefix = f"{settings.index_prefix}-"
+    if bool(names) == everything:
+        raise click.UsageError("name the indices to delete, or give --all (not both)")
+    outside = [name for name in names if not name.startswith(prefix)]
+    if outside:
+        raise click.UsageError(f"not under {prefix}: {', '.join(outside)} (hopsearch deletes only its own indices)")
+    rows = _with_store(settings, lambda store: store.prefix_indices())
+    existing = {row["index"]: row for row in rows}
+    aliases = {alias: row["index"] for row in rows for alias in row["aliases"]}
+    targets = [aliases.get(name, name) for name in names] if names else sorted(existing)
+    missing = [name for name in targets if name not in existing]
+    if missing:
+        raise click.ClickException(f"no such index: {', '.join(missing)}")
+    if not targets:
+        click.echo(f"no indices under {prefix}")
+        return
+    for name in targets:
+        row = existing[name]
+        via = f" (alias {', '.join(row['aliases'])})" if row["aliases"] else ""
+        click.echo(f"  {name}{via}: {row['documents'] or 0:,} documents")
+    if not yes:
+        click.confirm(f"Delete {len(targets)} index(es)?", abort=True)
+    _with_store(settings, lambda store: store.delete_indices(targets))
+    click.echo(f"deleted {len(targets)} index(es)")
+
+
+@click.group("loads")
+def loads() -> None:
+    """Past `hopsearch index …` runs: their reports and dead-letter files."""
+
+
+@loads.command("list")
+@click.option("-n", "size", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--all-prefixes", is_flag=True, help="Loads of every index prefix, not only the current one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+def list_loads(size: int, all_prefixes: bool, as_json: bool) -> None:
+    """The most recent loads, newest first."""
+    settings = load_settings()
+    found = past_loads(settings.state_dir, None if all_prefixes else settings.index_prefix)[:size]
+    if as_json:
+        click.echo(json.dumps([past.to_dict() | {"dead_letters": past.dead_letters} for past in found], indent=2))
+        return
+    if not found:
+        click.echo("no loads recorded")
+        return
+    for past in found:
+        r = past.report
+        letters = f"  dead letters: {past.dead_letters:,} in {r['dead_letter']}" if past.dead_letters else ""
+        click.echo(
+            f"{past.id}  {past.finished_at[:19]}  {r['kind']:6} {r['source']} → {r['index']}: "
+            f"read {r['read']:,} indexed {r['indexed']:,} rejected {r['rejected']:,} skipped {r['skipped']:,}" + letters
+        )
+
+
+@loads.command("show")
+@click.argument("load_id")
+def show_load(load_id: str) -> None:
+    """One load's report (JSON) and the first rejections of its dead-letter file."""
+    settings = load_settings()
+    matches = [past for past in past_loads(settings.state_dir) if past.id.startswith(load_id)]
+    if len(matches) != 1:
+        raise click.ClickException(f"{'no' if not matches else 'more than one'} load matches {load_id!r}")
+    past = matches[0]
+    click.echo(json.dumps(past.to_dict() | {"dead_letters": past.dead_letters}, indent=2))
+    if past.dead_letters:
+        click.echo(f"first rejections in {past.report['dead_letter']}:")
+        with open(past.report["dead_letter"], encoding="utf-8", errors="replace") as lines:
+            for _, line in zip(range(5), lines, strict=False):
+                click.echo("  " + line.rstrip()[:300])

@@ -1,0 +1,131 @@
+"""The trace viewer: ``GET /_ui/traces`` (recent traces) and ``GET /_ui/traces/{id}`` (one answer's
+reasoning), server-rendered HTML from Jinja2 templates with autoescaping on: no JavaScript, no build
+step, nothing fetched from elsewhere (the style sheet is inline), every value escaped.
+
+A trace page shows the steps in order with each decision (retrieve / parametric / final) and what made
+it, the sub-queries, the passages with their titles and ids, tokens and latency per step, the answer and
+its citations, and for DualRAG the outline per entity: each fact with the passages it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.responses import HTMLResponse
+
+from hopsearch.service.api.routes import state_of
+from hopsearch.service.errors import NotFound
+
+router = APIRouter()
+UI_PREFIX = "/_ui"
+_ENV = Environment(
+    loader=PackageLoader("hopsearch.service.api", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+DECISIONS = {
+    "retrieve": "retrieve: look it up",
+    "parametric": "parametric: answer from the model",
+    "final": "final answer",
+    "repeat": "repeat: already asked",
+}
+
+
+def trace_url(trace_id: str) -> str:
+    return f"{UI_PREFIX}/traces/{trace_id}"
+
+
+def passage_ids(doc: Mapping[str, Any]) -> list[str]:
+    ids = [pid for step in doc.get("steps", []) for pid in step.get("hit_ids") or []]
+    ids += [str(c.get("id")) for c in doc.get("citations") or []]
+    return list(dict.fromkeys(ids))
+
+
+def outline_view(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """DualRAG's outline as the trace recorded it: per entity, its facts (new and reused) with passages."""
+    entities: dict[str, dict[str, Any]] = {}
+
+    def entity(name: str) -> dict[str, Any]:
+        return entities.setdefault(name, {"entity": name, "keywords": [], "facts": []})
+
+    for step in steps:
+        details = step.get("details") or {}
+        if step.get("kind") == "identify":
+            for item in (details.get("value") or {}).get("entities") or []:
+                if isinstance(item, Mapping) and item.get("entity"):
+                    entity(str(item["entity"]))["keywords"] = [str(k) for k in item.get("keywords") or []]
+        elif step.get("kind") == "summarize" and details.get("entity"):
+            if not details.get("dropped") and step.get("output"):
+                fact = {"summary": step["output"], "passages": list(step.get("hit_ids") or []), "how": "summarized"}
+                entity(str(details["entity"]))["facts"].append(fact)
+        elif step.get("kind") == "outline_reuse":
+            for item in details.get("facts") or []:
+                fact = {
+                    "summary": item.get("summary"),
+                    "passages": list(item.get("passage_ids") or []),
+                    "how": "reused",
+                }
+                entity(str(item.get("entity")))["facts"].append(fact)
+    return list(entities.values())
+
+
+def step_view(step: Mapping[str, Any]) -> dict[str, Any]:
+    decision = step.get("decision")
+    details = step.get("details")
+    return {
+        **step,
+        "number": int(step.get("index", 0)) + 1,
+        "decision_text": DECISIONS.get(str(decision), str(decision)) if decision else "",
+        "details_json": json.dumps(details, indent=1, ensure_ascii=False) if details else "",
+    }
+
+
+def render_trace(doc: Mapping[str, Any], titles: Mapping[str, str], raw_url: str) -> str:
+    steps = list(doc.get("steps") or [])
+    return _ENV.get_template("trace.html").render(
+        doc=doc,
+        steps=[step_view(s) for s in steps],
+        titles=titles,
+        outline=outline_view(steps) if any(s.get("kind") in ("summarize", "outline_reuse") for s in steps) else [],
+        totals=doc.get("totals") or {},
+        raw_url=raw_url,
+        list_url=f"{UI_PREFIX}/traces",
+    )
+
+
+def render_list(rows: Sequence[Mapping[str, Any]], index: str) -> str:
+    return _ENV.get_template("traces.html").render(rows=rows, index=index, trace_url=trace_url)
+
+
+@router.get("/_ui/traces", response_class=HTMLResponse, include_in_schema=False)
+async def list_page(request: Request, size: Annotated[int, Query(ge=1, le=1000)] = 50) -> HTMLResponse:
+    state = state_of(request)
+    runtime = await state.runtime()
+    index = state.settings.traces_index
+    fields = ["trace_id", "question", "strategy", "status", "started_at", "answer", "totals"]
+    body = {"size": size, "sort": [{"started_at": {"order": "desc"}}], "_source": fields}
+    if await runtime.store.exists(index):
+        found = await runtime.store.search(index, body)
+        rows = [dict(h.get("_source") or {}, _id=h["_id"]) for h in found.get("hits", {}).get("hits", [])]
+    else:
+        rows = []
+    return HTMLResponse(render_list(rows, index))
+
+
+@router.get("/_ui/traces/{trace_id}", response_class=HTMLResponse, include_in_schema=False)
+async def trace_page(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> HTMLResponse:
+    state = state_of(request)
+    runtime = await state.runtime()
+    doc = await runtime.store.get_document(state.settings.traces_index, trace_id)
+    if doc is None:
+        raise NotFound(f"trace [{trace_id}] not found", details={"index": state.settings.traces_index})
+    found = await runtime.store.get_sources(state.settings.passages_alias, passage_ids(doc), ["title"])
+    titles = {pid: str(source.get("title", "")) for pid, source in found.items()}
+    for citation in doc.get("citations") or []:
+        titles.setdefault(str(citation.get("id")), str(citation.get("title", "")))
+    return HTMLResponse(render_trace(doc, titles, f"/_traces/{trace_id}"))
