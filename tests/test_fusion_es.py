@@ -75,7 +75,7 @@ async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: 
     results = await retriever.search_many([RetrievalQuery(QUERY, k=3, mode="hybrid", fusion=f) for f in FUSIONS])
     assert [r.hits[0].id for r in results] == ["p1", "p1", "p1"]
     ran = [r.fusion for r in results]
-    if store.info.vector_mode == "knn":
+    if store.info.dense_method == "knn":
         assert ran == ["rrf", "bool", "rrf"]  # the shared/CI 8.19 node runs on a Basic licence
         assert "licence" in results[2].fusion_note and "basic" in results[2].fusion_note
     else:  # 7.17 integ-test zip: no vectors on the server, dense scores computed here
