@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -133,12 +134,31 @@ class MiniLMEncoder:
         return unit
 
 
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str]) -> Array: ...
+
+
+def make_encoder(backend: str = "auto") -> Encoder:
+    """ONNX Runtime where it is installed (``auto``, ``onnx``; several times faster on the CPU, the same
+    vectors), else this module's numpy encoder (``numpy``)."""
+    if backend in ("auto", "onnx"):
+        try:
+            from hopsearch.service.embedders.minilm_onnx import OnnxMiniLMEncoder
+
+            return OnnxMiniLMEncoder(find_model_dir())
+        except ImportError:
+            if backend == "onnx":
+                raise ConfigError("the onnx MiniLM backend needs the packages onnx and onnxruntime") from None
+    return MiniLMEncoder()
+
+
 class MiniLMEmbedder:
     """The default local embedder: 384-dimensional, unit-length vectors, computed off the event loop."""
 
-    def __init__(self, batch_size: int = 64, encoder: MiniLMEncoder | None = None) -> None:
+    def __init__(self, batch_size: int = 64, encoder: Encoder | None = None, backend: str = "auto") -> None:
         self._encoder = encoder
         self._batch_size = batch_size
+        self._backend = backend
         self._load_lock = threading.Lock()
 
     @property
@@ -149,10 +169,10 @@ class MiniLMEmbedder:
     def dims(self) -> int:
         return 384
 
-    def _get_encoder(self) -> MiniLMEncoder:
+    def _get_encoder(self) -> Encoder:
         with self._load_lock:
             if self._encoder is None:
-                self._encoder = MiniLMEncoder()
+                self._encoder = make_encoder(self._backend)
             return self._encoder
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
