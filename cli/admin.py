@@ -51,7 +51,7 @@ def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
         settings = load_settings(**cluster_overrides(shards, replicas))
         async with await Store.connect(settings) as store:
             index = await store.ensure_indices(None if no_embed else make_embedder(settings))
-            return index, store.info.as_dict()
+            return index, store.info.to_dict()
 
     try:
         index, info = asyncio.run(go())
@@ -176,7 +176,7 @@ def doctor() -> None:
 
     async def es() -> str:
         async with await Store.connect(settings) as store:
-            caps = store.info.as_dict()["capabilities"]
+            caps = store.info.to_dict()["capabilities"]
             return f"{store.info.number} at {', '.join(settings.es_url)} (vectors: {caps['vector_mode']})"
 
     try:

@@ -127,7 +127,7 @@ def _resumable(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         ok = "reconciled" if report.reconciled else "MISMATCH"
         click.echo(

@@ -26,7 +26,7 @@ from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError,
 from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
 from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
-from hopsearch.service.types import Embedder
+from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +65,11 @@ def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
     return node
 
 
-def embedding_mapping(vector_mode: str, dims: int) -> dict[str, Any]:
+def embedding_mapping(method: DenseMethod, dims: int) -> dict[str, Any]:
     """The ``embedding`` field for the server: indexed HNSW, exact script_score, or ``_source`` only."""
-    if vector_mode == "knn":
+    if method == "knn":
         return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
-    if vector_mode == "script_score":
+    if method == "script_score":
         return {"type": "dense_vector", "dims": dims}
     return {"type": "float", "index": False, "doc_values": False}
 
@@ -86,7 +86,7 @@ class Store:
     @classmethod
     async def connect(cls, settings: Settings) -> Store:
         info = await probe(settings)
-        log.info("Elasticsearch %s, vector mode %s", info.number, info.vector_mode)
+        log.info("Elasticsearch %s, vector mode %s", info.number, info.dense_method)
         return cls(settings, make_client(settings, info), info)
 
     async def close(self) -> None:
@@ -175,7 +175,7 @@ class Store:
         template = load_template("passages")
         values: dict[str, Any] = {
             "ANALYZER": self.analyzer,
-            "EMBEDDING": embedding_mapping(self.info.vector_mode, embedder.dims) if embedder else None,
+            "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
         if replicas is None:
@@ -196,7 +196,7 @@ class Store:
                 "dims": embedder.dims if embedder else None,
                 "analyzer": self.analyzer,
                 "ja_analysis": self.ja_analysis,
-                "vector_mode": self.info.vector_mode if embedder else None,
+                "vector_mode": self.info.dense_method if embedder else None,
                 "created_at": datetime.now(UTC).isoformat(),
             }
         }

@@ -3,13 +3,20 @@ and dense/hybrid results say when part of the index has no vectors."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from hopsearch.loaders.api import load_docs, load_dpr
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
-from hopsearch.service.types import RetrievalQuery
+from hopsearch.service.strategies import AskOptions
+from hopsearch.service.strategies.registry import build_strategy
+from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.types import RetrievalQuery, SearchResult
+from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
 from tests.loader_files import write_dpr
 from tests.test_loaders_docs import build_tree, opts
 from tests.test_loaders_es import options
@@ -60,3 +67,23 @@ async def test_dpr_no_embed_then_resume_with_the_embedder_adds_vectors(
     embedded = await load_dpr(store, path, options(tmp_path, resume=True), embedder=minilm)
     assert embedded.indexed == 50 and embedded.extra.get("restarted")
     assert await store.count() == 50 and await without_vectors(store) == 0
+
+
+class HalfEmbeddedRetriever(ListRetriever):
+    """The list retriever, answering as a hybrid search over an index where 7 documents have no vector."""
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        results = await super().search_many(queries)
+        return [dataclasses.replace(r, mode="hybrid", dense_method="knn", without_vectors=7) for r in results]
+
+
+async def test_a_strategy_trace_says_when_part_of_the_index_has_no_vectors() -> None:
+    sink = MemoryTraceSink()
+    with server_for("vllm", lambda request: " Richard Donner") as server:
+        async with LLMClient(settings_for(server)) as llm:
+            single = build_strategy(
+                "single", llm=llm, retriever=HalfEmbeddedRetriever(PASSAGES), sink=sink, settings=settings_for(server)
+            )
+            answer = await single.answer("Who directed Lethal Weapon?", AskOptions(retrieval_mode="hybrid"))
+    [step] = [s for s in sink.documents[answer.trace.trace_id]["steps"] if s["kind"] == "retrieve"]
+    assert step["details"] == {"without_vectors": 7}
