@@ -20,6 +20,7 @@ import httpx
 
 from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable, VersionConflict
 from hopsearch.service.settings import Settings
+from hopsearch.service.types import DenseMethod
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,15 +60,16 @@ class ServerInfo:
         return self.version >= (8, 4)
 
     @property
-    def vector_mode(self) -> str:
-        """How dense retrieval runs here: ``knn``, ``script_score`` or ``rerank`` (client-side)."""
+    def dense_method(self) -> DenseMethod:
+        """How dense retrieval runs here: ``knn``, ``script_score`` or ``rerank`` (client-side). The JSON
+        key is ``vector_mode`` (capabilities, the index ``_meta``), as stored indices already have it."""
         if self.knn:
             return "knn"
         if self.dense_vector and self.painless:
             return "script_score"
         return "rerank"
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.number,
             "flavor": self.flavor,
@@ -77,7 +79,7 @@ class ServerInfo:
                 "painless": self.painless,
                 "dense_vector": self.dense_vector,
                 "knn": self.knn,
-                "vector_mode": self.vector_mode,
+                "vector_mode": self.dense_method,
             },
         }
 

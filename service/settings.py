@@ -49,7 +49,7 @@ PROXY_ALLOW_READ = (
 )
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
-DEFAULT_DEADLINE_S = 300.0
+DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
 
@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
-    llm_deadline: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Overall deadline of one question, seconds.")
+    llm_deadline: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )

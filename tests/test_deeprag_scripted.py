@@ -174,7 +174,7 @@ async def test_a_server_that_never_answers_fails_cleanly_within_the_deadline(fla
         async with LLMClient(settings) as llm:
             started = time.monotonic()
             answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
-                QUESTION, AskOptions(budget=Budget(deadline_s=deadline))
+                QUESTION, AskOptions(budget=Budget(timeout_s=deadline))
             )
             elapsed = time.monotonic() - started
     assert elapsed < deadline + 1.0
