@@ -91,6 +91,12 @@ class Store:
 
     async def close(self) -> None:
         await self.client.close()
+        # The 7.x client closes only the live connections of its pool: close those marked dead too.
+        pool = getattr(getattr(self.client, "transport", None), "connection_pool", None)
+        live = list(getattr(pool, "connections", ()))
+        for connection in getattr(pool, "orig_connections", ()):
+            if connection not in live:
+                await connection.close()
 
     async def __aenter__(self) -> Store:
         return self
