@@ -12,11 +12,14 @@ FOLDERS = ("service", "loaders", "cli", "es_mappings")
 
 
 def packages() -> list[str]:
-    found: list[str] = []
+    found: list[str] = ["hopsearch"]  # hopsearch/__init__.py: the curated public names
     for folder in FOLDERS:
         found.append(f"hopsearch.{folder}")
         found += [f"hopsearch.{folder}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])]
     return found
 
 
-setup(packages=packages(), package_dir={f"hopsearch.{folder}": folder for folder in FOLDERS})
+setup(
+    packages=packages(),
+    package_dir={"hopsearch": "hopsearch", **{f"hopsearch.{folder}": folder for folder in FOLDERS}},
+)

@@ -17,13 +17,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from hopsearch.cli import esnode
+from hopsearch.cli import esnode, llm_server
 from hopsearch.cli.es import node_spec
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.llm import local
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import AskOptions
@@ -57,7 +56,7 @@ def services_up(settings: Settings, console: Console) -> None:
     if _local_llm(settings):
         started = time.monotonic()
         console.print(f"[bold]2/4[/] llama.cpp server on port {settings.llm_port} ...", end=" ")
-        server = local.start(settings)
+        server = llm_server.start(settings)
         console.print(f"{server.model} ({time.monotonic() - started:.1f} s)")
     else:
         console.print(f"[bold]2/4[/] LLM: using {', '.join(settings.llm_base_url)}")
@@ -93,7 +92,7 @@ def demo(down: bool, strategy: str, question_id: str) -> None:
     console = Console()
     settings = load_settings()
     if down:
-        llm_stopped = local.stop(settings) if _local_llm(settings) else False
+        llm_stopped = llm_server.stop(settings) if _local_llm(settings) else False
         es_stopped = esnode.stop(node_spec(settings)) if _local_es(settings) else False
         console.print(f"LLM server: {'stopped' if llm_stopped else 'was not running'}")
         console.print(f"Elasticsearch: {'stopped' if es_stopped else 'was not running'}")

@@ -4,29 +4,28 @@ Used by ``hopsearch es up|down|status`` and by the test suite (``python -m hopse
 works too). The zip is fetched once into ``<cache_dir>/es/`` (checked against Maven's SHA-1), unpacked
 there, and run on loopback as an unprivileged uid (Elasticsearch refuses root): through
 ``unshare --user --map-user=1000 --map-group=1000`` or, where that is unavailable, ``setpriv``.
-Each node keeps its config copy, data, logs and pid file in its own folder.
+Each node keeps its config copy, data, logs and pid file in its own folder; the process itself is
+started, probed and stopped by :mod:`.process`, as the LLM server is.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hopsearch.cli.process import alive, kill_group, probe, spawn, stop_group, wait_ready
 from hopsearch.service.errors import NodeError
 from hopsearch.service.settings import Settings
 
@@ -237,17 +236,12 @@ def add_user(spec: NodeSpec, name: str, password: str, roles: str, role_yaml: st
 
 
 def read_pid(spec: NodeSpec) -> int | None:
+    """The pid in the node's pid file while that process runs, else ``None``."""
     try:
         pid = int(spec.pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
+    return pid if alive(pid) else None
 
 
 def ping(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None) -> dict[str, object] | None:
@@ -255,16 +249,11 @@ def ping(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None) ->
     headers = {}
     if auth is not None:
         headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-    try:
-        health_request = urllib.request.Request(f"{url}/_cluster/health", headers=headers)
-        with urllib.request.urlopen(health_request, timeout=timeout) as response:
-            health = json.loads(response.read())
-        nodes_request = urllib.request.Request(f"{url}/_nodes/_local?filter_path=nodes.*.version", headers=headers)
-        with urllib.request.urlopen(nodes_request, timeout=timeout) as r:
-            nodes = json.loads(r.read()).get("nodes", {})
-    except (urllib.error.URLError, OSError, ValueError):
+    health = probe(f"{url}/_cluster/health", timeout, headers=headers)
+    nodes = probe(f"{url}/_nodes/_local?filter_path=nodes.*.version", timeout, headers=headers)
+    if not isinstance(health, dict) or not isinstance(nodes, dict):
         return None
-    versions = [node.get("version") for node in nodes.values()]
+    versions = [node.get("version") for node in nodes.get("nodes", {}).values()]
     return {"url": url, "status": health.get("status"), "version": versions[0] if versions else None}
 
 
@@ -292,72 +281,33 @@ def start(spec: NodeSpec, *, timeout: float = 180.0, auth: tuple[str, str] | Non
     )
     (spec.node_dir / "tmp").mkdir(exist_ok=True)
     cmd = [*_unprivileged_prefix(), str(home / "bin" / "elasticsearch"), *_settings_args(spec, free_port())]
-    with spec.log_file.open("ab") as console:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+    proc = spawn(cmd, spec.log_file, env=env)
     spec.pid_file.write_text(str(proc.pid))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = spec.log_file.read_text(errors="replace")[-2000:]
-            raise NodeError(f"Elasticsearch {spec.version} exited with {proc.returncode}; log tail:\n{tail}")
+
+    def green() -> dict[str, object] | None:
         info = ping(spec.url, auth=auth)
-        if info is not None and info.get("status") in ("green", "yellow"):
-            return info
-        time.sleep(0.5)
-    stop(spec)
-    raise NodeError(f"Elasticsearch {spec.version} did not answer on {spec.url} within {timeout:.0f}s")
+        return info if info is not None and info.get("status") in ("green", "yellow") else None
 
-
-def _wait_gone(pid: int, timeout: float) -> bool:
-    """Wait until process group ``pid`` is gone (reaping our child); ``False`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            _reap(pid)
-            return True
-        _reap(pid)
-        time.sleep(0.1)
-    return False
+    try:
+        return wait_ready(proc, green, timeout=timeout, what=f"Elasticsearch {spec.version}", log_path=spec.log_file)
+    except NodeError:
+        stop(spec)
+        raise
 
 
 def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:
     """Stop the node started from ``spec`` (SIGTERM to its process group, SIGKILL after ``timeout``)."""
     pid = read_pid(spec)
-    spec_running = pid is not None
-    if pid is not None:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            spec_running = False
-        if spec_running and not _wait_gone(pid, timeout):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            _wait_gone(pid, 10)
+    stopped = pid is not None and stop_group(pid, timeout=timeout)
     spec.pid_file.unlink(missing_ok=True)
-    return spec_running
+    return stopped
 
 
 def kill(spec: NodeSpec) -> None:
     """SIGKILL the node at once (crash simulation for tests)."""
     pid = read_pid(spec)
     if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-        _wait_gone(pid, 30)
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+        kill_group(pid, timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from hopsearch.cli import llm_server
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.llm import local
 from hopsearch.service.settings import load_settings
 
 
@@ -28,7 +28,7 @@ def up(engine: str, model: str | None, port: int | None) -> None:
     """Start the server in the background and wait until /v1/models answers."""
     settings = load_settings(**({"llm_port": port} if port else {}))
     try:
-        server = local.start(settings, "vllm" if engine == "vllm" else "llamacpp", model)
+        server = llm_server.start(settings, "vllm" if engine == "vllm" else "llamacpp", model)
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{server.engine} server up: {server.base_url} (pid {server.pid}, model {server.model})")
@@ -40,7 +40,7 @@ def up(engine: str, model: str | None, port: int | None) -> None:
 def down() -> None:
     """Stop the server started by `llm up`."""
     settings = load_settings()
-    if local.stop(settings):
+    if llm_server.stop(settings):
         click.echo("LLM server stopped")
     else:
         click.echo("no LLM server was running")
@@ -49,10 +49,10 @@ def down() -> None:
 @llm.command("status")
 def status() -> None:
     """Report the server started by `llm up`; exit status 1 when none is running."""
-    server = local.status(load_settings())
+    server = llm_server.status(load_settings())
     if server is None:
         click.echo("LLM server: not running")
         raise SystemExit(1)
-    state = "answering" if local.answers(server.port) else "starting or not answering"
+    state = "answering" if llm_server.answers(server.port) else "starting or not answering"
     click.echo(f"LLM server: {server.engine} pid {server.pid} at {server.base_url}, {state}")
     click.echo(f"model: {server.model} (served as {server.served_as}); log: {server.log_path}")

@@ -1,4 +1,5 @@
-"""Human-readable output of an answer's trace document (shared by ``ask`` and ``demo``)."""
+"""Human-readable output of an answer's trace document, shared by ``ask``, ``demo`` and ``traces show``:
+the step table (:func:`steps_table`), the answer text and :func:`print_answer`."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ class DeadLetters:
         self._out: IO[bytes] = path.open("ab")
 
     def write(self, rejection: Rejection) -> None:
-        entry = {"source": self.source, **rejection.as_dict()}
+        entry = {"source": self.source, **rejection.to_dict()}
         self._out.write(orjson.dumps(entry, default=str) + b"\n")
         self.count += 1
 

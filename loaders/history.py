@@ -55,7 +55,7 @@ def record(state_dir: Path, prefix: str, report: LoadReport, started_at: datetim
     """Write the report of one finished load; returns it as it will be listed."""
     finished = datetime.now(UTC)
     load_id = f"{finished.strftime('%Y%m%dT%H%M%S')}-{report.kind}-{secrets.token_hex(3)}"
-    past = PastLoad(load_id, prefix, started_at.isoformat(), finished.isoformat(), report.as_dict())
+    past = PastLoad(load_id, prefix, started_at.isoformat(), finished.isoformat(), report.to_dict())
     folder = reports_dir(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
     temporary = folder / f".{load_id}.json.tmp"

@@ -29,7 +29,7 @@ class Rejection:
     reason: str
     raw: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"position": self.position, **self.where, "reason": self.reason}
         if self.raw is not None:
             out["raw"] = self.raw
@@ -152,7 +152,7 @@ class LoadReport:
     def reconciled(self) -> bool:
         return self.read == self.indexed + self.rejected + self.skipped
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "source": self.source,

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .typecheck/hopsearch
 for d in service loaders cli es_mappings; do ln -sfn "../../$d" ".typecheck/hopsearch/$d"; done
-exec .venv/bin/mypy -p hopsearch.service -p hopsearch.loaders -p hopsearch.cli "$@"
+ln -sfn ../../hopsearch/__init__.py .typecheck/hopsearch/__init__.py
+exec .venv/bin/mypy -p hopsearch "$@"

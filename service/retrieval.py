@@ -63,14 +63,14 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
     return out
 
 
-Source = bool | Mapping[str, Any]
+SourceFilter = bool | Mapping[str, Any]
 
 
 def bm25_body(
     query: RetrievalQuery,
     size: int,
     *,
-    source: Source = SOURCE_EXCLUDES,
+    source: SourceFilter = SOURCE_EXCLUDES,
     ja: tuple[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """``ja`` (from :func:`~hopsearch.service.japanese.ja_query`) searches a Japanese query's own fields."""
@@ -153,14 +153,14 @@ class EsRetriever:
                 f"index [{self.index}] holds vectors of {meta.get('embedder')!r}, the query embedder is "
                 f"{self.embedder.model_id!r}"
             )
-        mode = str(meta.get("vector_mode") or self.store.info.vector_mode)
+        mode = str(meta.get("vector_mode") or self.store.info.dense_method)
         if mode == "knn" and self.store.info.knn:
             return "knn"
-        if mode == "script_score" and self.store.info.vector_mode == "script_score":
+        if mode == "script_score" and self.store.info.dense_method == "script_score":
             return "script_score"
         return "rerank"
 
-    async def _stored_source(self) -> Source:
+    async def _stored_source(self) -> SourceFilter:
         """``_source`` of BM25 hits: as stored when the index holds no vectors (source filtering makes the
         node parse and rewrite every hit, ~0.5 ms of a 50-hit search), else without the vector."""
         meta = await self.store.index_meta(self.index)
@@ -190,7 +190,7 @@ class EsRetriever:
             if query.mode == "bm25" or method == "rerank":
                 size = max(query.k, self.rerank_candidates) if query.mode != "bm25" else query.k
                 slots["bm25"] = len(searches)
-                source: Source = True if query.mode != "bm25" else plain
+                source: SourceFilter = True if query.mode != "bm25" else plain
                 searches.append((self.index, bm25_body(query, size, source=source, ja=ja[i])))
             else:
                 if query.mode == "hybrid":

@@ -13,9 +13,9 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.strategies import STRATEGIES, Strategy, build_strategy
+from hopsearch.service.strategies import STRATEGIES, Answer, AskOptions, Strategy, build_strategy
 from hopsearch.service.traces import ElasticsearchTraceSink
-from hopsearch.service.types import Embedder
+from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,24 @@ class Runtime:
                 settings=self.settings,
             )
         return self._strategies[name]
+
+    async def ask(self, question: str, *, strategy: str = "deeprag", options: AskOptions | None = None) -> Answer:
+        """Answer ``question`` with the strategy called ``strategy``; a failure is ``Answer.error`` (see
+        :meth:`Answer.raise_for_error`), and the trace is written either way."""
+        return await self.strategy(strategy).answer(question, options or AskOptions())
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: RetrievalMode = "bm25",
+        filters: Sequence[Mapping[str, Any]] = (),
+    ) -> SearchResult:
+        """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are literal
+        Elasticsearch filter clauses)."""
+        results = await self.retriever.search_many([RetrievalQuery(query, k=k, mode=mode, filters=filters)])
+        return results[0]
 
 
 __all__ = ["STRATEGIES", "Runtime"]

@@ -49,7 +49,7 @@ PROXY_ALLOW_READ = (
 )
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
-DEFAULT_DEADLINE_S = 300.0
+DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
 
@@ -79,7 +79,11 @@ class Settings(BaseSettings):
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
     es_max_retries: int = Field(
-        3, ge=0, le=10, description="Client retries on another node after a connection error, a timeout or 502/503/504."
+        2,
+        ge=0,
+        le=10,
+        description="Client retries on the next node after a connection error, 429/502/503/504, or a timeout "
+        "(timeouts only with several URLs or sniffing).",
     )
     es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
     es_wait_for_active_shards: str | None = Field(
@@ -143,7 +147,7 @@ class Settings(BaseSettings):
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
-    llm_deadline: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Overall deadline of one question, seconds.")
+    llm_deadline: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Overall deadline of one question, seconds.")
     llm_balance: Literal["least-busy", "round-robin"] = Field(
         "least-busy", description="How calls are spread over several LLM base URLs."
     )

@@ -78,7 +78,7 @@ async def test_a_failed_run_writes_its_trace_with_the_error(store: Store) -> Non
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", MODEL, hang=True) as server:
         async with LLMClient(settings_for(server, llm_timeout=0.3, llm_retries=1)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions(budget=Budget(deadline_s=1.5)))
+            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions(budget=Budget(timeout_s=1.5)))
     assert answer.error is not None
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
     assert doc is not None and doc["status"] == "error"

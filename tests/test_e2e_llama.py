@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from hopsearch.cli import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
-from hopsearch.service.llm import LLMClient, local
+from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
@@ -44,13 +45,13 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
         llm_startup_timeout=300.0,
     )
     try:
-        local.start(settings, "llamacpp")
+        llm_server.start(settings, "llamacpp")
     except (ConfigError, NodeError) as exc:
         unavailable(f"local llama.cpp server: {exc}")
     try:
         yield settings
     finally:
-        local.stop(settings)
+        llm_server.stop(settings)
 
 
 def first_question(path: Path) -> dict[str, object]:
@@ -82,7 +83,7 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     ids = await index_context(store, record)
     retriever = EsRetriever(store)
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
-    budget = Budget(deadline_s=240.0)
+    budget = Budget(timeout_s=240.0)
     async with LLMClient(llama) as llm:
         assert await llm.engine() == "llamacpp"  # no stop_reason: the fallback decides
         strategy = DeepRAG(llm, retriever, sink)

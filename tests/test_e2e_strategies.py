@@ -67,7 +67,7 @@ async def test_every_strategy_answers_one_2wiki_question_with_the_local_model(
     ids = await index_with_vectors(store8, minilm, record)
     retriever = EsRetriever(store8, minilm)
     sink = ElasticsearchTraceSink(store8, store8.settings.traces_index, refresh=True)
-    budget = Budget(max_steps=3, max_retrievals=6, max_llm_calls=30, deadline_s=300.0)
+    budget = Budget(max_steps=3, max_retrievals=6, max_llm_calls=30, timeout_s=300.0)
     traces: dict[str, str] = {}
     async with LLMClient(llama) as llm:
         assert await llm.engine() == "llamacpp"

@@ -36,7 +36,7 @@ def collect(batches: list[SourceBatch]) -> tuple[int, int, list[str], list[dict[
     read = sum(b.read for b in batches)
     skipped = sum(b.skipped for b in batches)
     ids = [i for b in batches for i in b.ids]
-    rejections = [r.as_dict() for b in batches for r in b.rejections]
+    rejections = [r.to_dict() for b in batches for r in b.rejections]
     return read, skipped, ids, rejections
 
 

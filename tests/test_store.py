@@ -52,10 +52,10 @@ async def load(
 
 async def test_capabilities_are_detected(store: Store, es_node: EsNode) -> None:
     if es_node.knn:
-        assert store.info.major == es_node.major and store.info.knn and store.info.vector_mode == "knn"
+        assert store.info.major == es_node.major and store.info.knn and store.info.dense_method == "knn"
     else:
         # The 7.17 integ-test-zip has no vectors module: dense scores are computed client-side.
-        assert store.info.major == 7 and not store.info.dense_vector and store.info.vector_mode == "rerank"
+        assert store.info.major == 7 and not store.info.dense_vector and store.info.dense_method == "rerank"
     assert not store.info.analysis_common and store.analyzer == "standard"
 
 
@@ -67,7 +67,7 @@ async def test_indices_alias_and_meta(store: Store, minilm: MiniLMEmbedder) -> N
     assert await store.exists(store.settings.traces_index)
     meta = await store.index_meta()
     assert meta["embedder"] == minilm.model_id and meta["dims"] == 384
-    assert meta["vector_mode"] == store.info.vector_mode and meta["analyzer"] == "standard"
+    assert meta["vector_mode"] == store.info.dense_method and meta["analyzer"] == "standard"
     # idempotent
     assert await store.ensure_indices(minilm) == index
 

@@ -17,9 +17,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1, ui
-from hopsearch.service.api.envelope import OrjsonResponse, error_body, error_response, limit_message, status_of
-from hopsearch.service.api.gate import OPEN_PATHS, Gate
+from hopsearch.service.api.middleware import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
+from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime

@@ -22,8 +22,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
-from hopsearch.service.api.envelope import OrjsonResponse, error_body, status_of
 from hopsearch.service.api.models import AskRequest, AskResponse
+from hopsearch.service.api.responses import OrjsonResponse, error_body, status_of
 from hopsearch.service.api.routes import IndexName, check_k, state_of
 from hopsearch.service.api.state import ApiState, AskSlot
 from hopsearch.service.errors import ClientGone, HopsearchError, IndexMissing, RequestInvalid

@@ -23,10 +23,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.envelope import OrjsonResponse, error_response
-from hopsearch.service.api.gate import check_key, leaf_routes
+from hopsearch.service.api.middleware import check_key, leaf_routes
 from hopsearch.service.api.models import RootResponse
 from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
+from hopsearch.service.api.responses import OrjsonResponse, error_response
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError
@@ -51,7 +51,7 @@ async def root(request: Request) -> OrjsonResponse:
     state: ApiState = request.app.state.api
     runtime = await state.runtime()
     body = await runtime.store.cluster_root()
-    es = runtime.store.info.as_dict()
+    es = runtime.store.info.to_dict()
     body["hopsearch"] = {
         "version": {"number": VERSION, "api": "es-dialect-1"},
         "elasticsearch": {"version": es["version"], "flavor": es["flavor"], "modules": es["modules"]},

@@ -130,7 +130,9 @@ class BudgetModel(_Strict):
     max_steps: int = Field(10, ge=1, le=50)
     max_retrievals: int = Field(10, ge=0, le=100)
     max_llm_calls: int = Field(40, ge=1, le=400)
-    deadline_s: float | None = Field(None, ge=1, le=3600)
+    deadline_s: float | None = Field(
+        None, ge=1, le=3600, description="Seconds the question may take (the strategy's timeout)."
+    )
 
 
 class AskOptionsModel(_Strict):
@@ -210,7 +212,7 @@ class RetrieveResponse(SearchResponse):
     warning: str | None = None
 
 
-class Citation(BaseModel):
+class CitationModel(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
     id: str = Field(alias="_id")
     score: float = Field(alias="_score")
@@ -222,7 +224,7 @@ class AskResponse(BaseModel):
     trace_id: str
     strategy: str
     answer: str | None
-    citations: list[Citation]
+    citations: list[CitationModel]
     totals: dict[str, float]
     trace_stored: bool = Field(True, description="False when the trace could not be written (kept for retry).")
     warning: str | None = None

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service.api.envelope import OrjsonResponse, limit_message, status_of
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
@@ -24,6 +23,7 @@ from hopsearch.service.api.models import (
     filter_clause,
     filter_error,
 )
+from hopsearch.service.api.responses import OrjsonResponse, limit_message, status_of
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid, StoreError
 from hopsearch.service.health import readiness

@@ -14,8 +14,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from hopsearch.service.api.envelope import OrjsonResponse
 from hopsearch.service.api.models import MAX_K, _Request
+from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import check_k, state_of
 from hopsearch.service.errors import RequestInvalid
 from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery

@@ -9,9 +9,9 @@ import dataclasses
 import logging
 import re
 
-from hopsearch.service.api.envelope import Redactor
 from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.api.metrics import Metrics
+from hopsearch.service.api.responses import Redactor
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.runtime import Runtime

@@ -120,11 +120,16 @@ class LLMClient:
         """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
         return time.monotonic() + (self.settings.llm_deadline if seconds is None else seconds)
 
+    async def models(self, *, timeout_s: float = 3.0) -> dict[str, Any]:
+        """``GET /models`` (the server's readiness probe) within ``timeout_s``."""
+        body, _ = await self.request("GET", "/models", None, deadline=self.deadline_in(timeout_s))
+        return body
+
     async def engine(self) -> Engine:
         """The server kind: from settings, else probed once (vLLM names itself in ``owned_by``)."""
         if self._engine is None:
             try:
-                body, _ = await self.request("GET", "/models", None, deadline=self.deadline_in(30.0))
+                body = await self.models(timeout_s=30.0)
                 owners = {str(item.get("owned_by", "")) for item in body.get("data", [])}
                 self._engine = "vllm" if "vllm" in owners else "llamacpp"
             except LLMError:

@@ -12,37 +12,37 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
 
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
 from hopsearch.service.llm import LLMClient, StopFallback
-from hopsearch.service.settings import DEFAULT_DEADLINE_S
+from hopsearch.service.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
 from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever
 
 log = logging.getLogger(__name__)
 
-RetrieveMode = Literal["model", "always", "never"]
+RetrievalPolicy = Literal["model", "always", "never"]
 _GRACE_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Limits shared by all strategies. ``deadline_s`` None means the strategy's own ``deadline_s``
+    """Limits shared by all strategies. ``timeout_s`` None means the strategy's own ``timeout_s``
     (``settings.llm_deadline`` for strategies the registry builds)."""
 
     max_steps: int = 10
     max_retrievals: int = 10
     max_llm_calls: int = 40
-    deadline_s: float | None = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AskOptions:
     """Per-question options. ``max_depth``: 6 for HotpotQA-style questions, 10 otherwise."""
 
-    mode: RetrieveMode = "model"
+    mode: RetrievalPolicy = "model"
     max_depth: int = 10
     k: int = 3
     retrieval_mode: RetrievalMode = "bm25"
@@ -79,34 +79,28 @@ class Answer:
 
 
 class Strategy(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def answer(self, question: str, options: AskOptions) -> Answer: ...
 
 
+@dataclass(eq=False)
 class RecordedStrategy:
-    """Shared constructor and ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded`
-    (budgets, deadline, trace always written). Subclasses set ``name`` and write ``_run``.
+    """Shared constructor (a dataclass: subclasses add their own options as keyword-only fields) and
+    ``answer()``: runs the subclass's ``_run`` under :func:`run_recorded` (budgets, deadline, trace
+    always written). Subclasses set ``name`` and write ``_run``.
 
-    ``deadline_s``: a question's time limit where its :class:`Budget` names none;
+    ``timeout_s``: a question's time limit where its :class:`Budget` names none;
     ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``."""
 
-    name: str
-
-    def __init__(
-        self,
-        llm: LLMClient,
-        retriever: Retriever,
-        sink: TraceSink | None = None,
-        *,
-        deadline_s: float = DEFAULT_DEADLINE_S,
-        stop_fallback: StopFallback = "stream",
-    ) -> None:
-        self.llm = llm
-        self.retriever = retriever
-        self.sink = sink
-        self.deadline_s = deadline_s
-        self.stop_fallback = stop_fallback
+    name: ClassVar[str]
+    llm: LLMClient
+    retriever: Retriever
+    sink: TraceSink | None = None
+    _: KW_ONLY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    stop_fallback: StopFallback = "stream"
 
     async def answer(self, question: str, options: AskOptions) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
@@ -120,7 +114,7 @@ class RecordedStrategy:
             retriever=self.retriever,
             sink=self.sink,
             body=body,
-            deadline_s=self.deadline_s,
+            timeout_s=self.timeout_s,
         )
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
@@ -198,12 +192,12 @@ async def run_recorded(
     retriever: Retriever,
     sink: TraceSink | None,
     body: Body,
-    deadline_s: float = DEFAULT_DEADLINE_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Answer:
-    """Run ``body`` under the budget's deadline (``deadline_s`` where the budget names none); finish and
+    """Run ``body`` under the budget's deadline (``timeout_s`` where the budget names none); finish and
     write the trace whatever happens."""
     recorder = TraceRecorder(question, name, llm.model, options.to_dict())
-    seconds = options.budget.deadline_s or deadline_s
+    seconds = options.budget.timeout_s or timeout_s
     deadline = time.monotonic() + seconds
     context = RunContext(llm, retriever, recorder, options, deadline)
     error: HopsearchError | None = None

@@ -26,12 +26,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import Fact, OutlineStore
-from hopsearch.service.settings import DEFAULT_DEADLINE_S, DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
+from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -46,35 +45,27 @@ from hopsearch.service.strategies.dualrag_prompts import (
     reasoner_prompt,
 )
 from hopsearch.service.strategies.steps import ask_json, final_answer, json_step, normalise_query, read_reply
-from hopsearch.service.traces import Citation, Step, TraceSink
-from hopsearch.service.types import Embedder, Retriever
+from hopsearch.service.traces import Citation, Step
+from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
 
 MAX_ITERATIONS = 5
 
 
+@dataclass(eq=False, kw_only=True)
 class DualRAG(RecordedStrategy):
     """DualRAG over any :class:`Retriever`; outlines persist through an optional :class:`OutlineStore`."""
 
     name = "dualrag"
+    outlines: OutlineStore | None = None
+    embedder: Embedder | None = None
+    namespace: str = DEFAULT_OUTLINE_NAMESPACE
+    max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S
+    persist: bool = True
 
-    def __init__(
-        self,
-        llm: LLMClient,
-        retriever: Retriever,
-        sink: TraceSink | None = None,
-        *,
-        outlines: OutlineStore | None = None,
-        embedder: Embedder | None = None,
-        namespace: str = DEFAULT_OUTLINE_NAMESPACE,
-        max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S,
-        persist: bool = True,
-        deadline_s: float = DEFAULT_DEADLINE_S,
-    ) -> None:
-        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
-        self.embedder = embedder
-        self.outlines = OutlineLink(outlines, namespace, max_age_s, persist)
+    def __post_init__(self) -> None:
+        self.link = OutlineLink(self.outlines, self.namespace, self.max_age_s, self.persist)
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -106,10 +97,10 @@ class DualRAG(RecordedStrategy):
                 if not searches:
                     stop = "repeat"
                     break
-            searches = await self.outlines.reuse(context, run, searches, depth)
+            searches = await self.link.reuse(context, run, searches, depth)
             if searches:
                 await self._aggregate(context, run, searches, depth)
-            await self.outlines.save(run)
+            await self.link.save(run)
         return await self._final(context, run, stop, depth)
 
     async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:

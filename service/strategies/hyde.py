@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from hopsearch.service.llm import Completion, LLMClient
+from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import RRF_K, rrf
-from hopsearch.service.settings import DEFAULT_DEADLINE_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import (
     ask_json,
@@ -36,8 +36,8 @@ from hopsearch.service.strategies.steps import (
     single_prompt,
     text_step,
 )
-from hopsearch.service.traces import Citation, Step, TraceSink
-from hopsearch.service.types import RetrievalQuery, Retriever
+from hopsearch.service.traces import Citation, Step
+from hopsearch.service.types import RetrievalQuery
 
 MAX_SUB_QUERIES = 3
 LIST_K = 10
@@ -85,26 +85,14 @@ def read_sub_queries(value: Mapping[str, Any], question: str) -> list[str]:
     return distinct_texts(value.get("sub_queries"))[:MAX_SUB_QUERIES] or [question]
 
 
+@dataclass(eq=False, kw_only=True)
 class HyDE(RecordedStrategy):
     """Decompose, write hypothetical passages, search (dense + BM25, one round trip), fuse, answer."""
 
     name = "hyde"
-
-    def __init__(
-        self,
-        llm: LLMClient,
-        retriever: Retriever,
-        sink: TraceSink | None = None,
-        *,
-        decompose: bool = True,
-        hypothetical: bool = True,
-        dense: bool = True,
-        deadline_s: float = DEFAULT_DEADLINE_S,
-    ) -> None:
-        super().__init__(llm, retriever, sink, deadline_s=deadline_s)
-        self.decompose = decompose
-        self.hypothetical = hypothetical
-        self.dense = dense
+    decompose: bool = True
+    hypothetical: bool = True
+    dense: bool = True
 
     async def _sub_queries(self, context: RunContext, question: str) -> list[str]:
         if not self.decompose:

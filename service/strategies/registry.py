@@ -37,11 +37,11 @@ def build_strategy(
     settings: Settings,
 ) -> Strategy:
     """The strategy called ``name`` (one of :data:`STRATEGIES`)."""
-    deadline_s = settings.llm_deadline
+    timeout_s = settings.llm_deadline
     stops = settings.llm_stop_fallback
     builders: dict[str, Callable[[], Strategy]] = {
-        "single": lambda: SingleRetrieval(llm, retriever, sink, deadline_s=deadline_s, stop_fallback=stops),
-        "deeprag": lambda: DeepRAG(llm, retriever, sink, deadline_s=deadline_s, stop_fallback=stops),
+        "single": lambda: SingleRetrieval(llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops),
+        "deeprag": lambda: DeepRAG(llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops),
         "dualrag": lambda: DualRAG(
             llm,
             retriever,
@@ -51,9 +51,9 @@ def build_strategy(
             namespace=settings.outline_namespace,
             max_age_s=settings.outline_max_age_s,
             persist=settings.outline_persist,
-            deadline_s=deadline_s,
+            timeout_s=timeout_s,
         ),
-        "iterative": lambda: Iterative(llm, retriever, sink, deadline_s=deadline_s),
+        "iterative": lambda: Iterative(llm, retriever, sink, timeout_s=timeout_s),
         "hyde": lambda: HyDE(
             llm,
             retriever,
@@ -61,7 +61,7 @@ def build_strategy(
             decompose=settings.hyde_decompose,
             hypothetical=settings.hyde_hypothetical,
             dense=embedder is not None,
-            deadline_s=deadline_s,
+            timeout_s=timeout_s,
         ),
     }
     if name not in builders:

@@ -6,28 +6,23 @@ any GGUF given as the model. ``vllm``: ``python -m vllm.entrypoints.openai.api_s
 ``vllm`` package is installed; vLLM reports ``stop_reason`` and takes ``continue_final_message`` and
 ``response_format`` json_schema per request, which the strategies rely on.
 
-The server runs in the background, in its own session; its pid file (JSON) and log live under
-``state_dir/llm``. Start-up waits until ``GET /v1/models`` answers.
+The server runs in the background, in its own session (:mod:`.process`, as the Elasticsearch node);
+its pid file (JSON) and log live under ``state_dir/llm``. Start-up waits until ``GET /v1/models`` answers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-import httpx
-
+from hopsearch.cli.process import alive, probe, spawn, stop_group, wait_ready
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.settings import Settings
 
@@ -110,25 +105,9 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
     return command
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie child of ours counts as dead
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    return True
-
-
 def answers(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    """Whether an OpenAI-compatible server answers ``GET /v1/models`` on the port."""
+    return probe(f"http://127.0.0.1:{port}/v1/models") is not None
 
 
 def status(settings: Settings) -> LocalServer | None:
@@ -137,17 +116,10 @@ def status(settings: Settings) -> LocalServer | None:
     if not path.is_file():
         return None
     server = LocalServer(**json.loads(path.read_text()))
-    if _alive(server.pid):
+    if alive(server.pid):
         return server
     path.unlink(missing_ok=True)
     return None
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | None = None) -> LocalServer:
@@ -159,28 +131,23 @@ def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | Non
         raise NodeError(f"port {settings.llm_port} already has an LLM server that hopsearch did not start")
     command = server_command(settings, engine, model)
     log_path = _dir(settings) / "server.log"
-    with log_path.open("ab") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    process = spawn(command, log_path)
     model_name = model or command[command.index("--model") + 1]
     server = LocalServer(process.pid, settings.llm_port, engine, model_name, settings.llm_model, str(log_path))
     _pid_file(settings).write_text(json.dumps(asdict(server)))
     log.info("started %s LLM server pid %d on port %d", engine, process.pid, settings.llm_port)
-    deadline = time.monotonic() + settings.llm_startup_timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            _pid_file(settings).unlink(missing_ok=True)
-            raise NodeError(f"the LLM server exited with {process.returncode}:\n{_tail(log_path)}")
-        if answers(settings.llm_port):
-            return server
-        time.sleep(0.5)
-    stop(settings)
-    raise NodeError(f"the LLM server did not answer within {settings.llm_startup_timeout:g} s:\n{_tail(log_path)}")
+    try:
+        wait_ready(
+            process,
+            lambda: probe(f"{server.base_url}/models"),
+            timeout=settings.llm_startup_timeout,
+            what="the LLM server",
+            log_path=log_path,
+        )
+    except NodeError:
+        stop(settings)
+        raise
+    return server
 
 
 def stop(settings: Settings, timeout: float = 20.0) -> bool:
@@ -188,13 +155,6 @@ def stop(settings: Settings, timeout: float = 20.0) -> bool:
     server = status(settings)
     if server is None:
         return False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(server.pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(server.pid):
-            time.sleep(0.2)
-        if not _alive(server.pid):
-            break
+    stop_group(server.pid, timeout=timeout)
     _pid_file(settings).unlink(missing_ok=True)
     return True

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.envelope import error_response
+from hopsearch.service.api.responses import error_response
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import (
     ApiError,
