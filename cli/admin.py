@@ -27,17 +27,30 @@ from hopsearch.service.strategies.base import describe
 from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery
 
 
+def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
+    """The ``--shards``/``--replicas`` options as settings overrides (only those given)."""
+    given = {"passages_shards": shards, "passages_replicas": replicas}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _fail(exc: HopsearchError) -> click.ClickException:
     return click.ClickException(str(exc))
 
 
 @click.command("init")
 @click.option("--no-embed", is_flag=True, help="Create the passages index without a vector field (BM25 only).")
-def init(no_embed: bool) -> None:
+@click.option("--shards", type=click.IntRange(1, 1024), default=None, help="Primary shards of the passages index.")
+@click.option(
+    "--replicas",
+    type=click.IntRange(0, 16),
+    default=None,
+    help="Replicas of the passages index (default: 1 on a multi-node cluster, else 0).",
+)
+def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
     """Create the passages (version 1 + alias), outlines and traces indices where missing."""
 
     async def go() -> tuple[str, dict[str, Any]]:
-        settings = load_settings()
+        settings = load_settings(**cluster_overrides(shards, replicas))
         async with await Store.connect(settings) as store:
             index = await store.ensure_indices(None if no_embed else make_embedder(settings))
             return index, store.info.to_dict()

@@ -35,6 +35,7 @@ from rich.progress import (
     Progress as RichBar,
 )
 
+from hopsearch.cli.admin import cluster_overrides
 from hopsearch.loaders import history
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
@@ -100,6 +101,15 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--rebuild", is_flag=True, help="Fill a new index version, then swap the alias.")(f)
     f = click.option("--no-embed", is_flag=True, help="BM25 only: no vectors.")(f)
     f = click.option(
+        "--shards", type=click.IntRange(1, 1024), default=None, help="Primary shards of a new passages index."
+    )(f)
+    f = click.option(
+        "--replicas",
+        type=click.IntRange(0, 16),
+        default=None,
+        help="Replicas of the passages index, restored after the load (default: 1 on a multi-node cluster, else 0).",
+    )(f)
+    f = click.option(
         "--index",
         "index_name",
         default=None,
@@ -154,7 +164,7 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
 
 
 def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
-    settings = load_settings()
+    settings = load_settings(**cluster_overrides(params.get("shards"), params.get("replicas")))
     default_batch = 5000 if params["no_embed"] or settings.embedder == "none" else 256
     options = LoadOptions(
         batch_size=params["batch_size"] or default_batch,

@@ -41,7 +41,7 @@ class QARecord:
     type: str
     paragraphs: tuple[Paragraph, ...]
     position: int  # 1-based line (JSONL) or element (JSON array) number
-    #: Titles of the supporting paragraphs (``supporting_facts``; MuSiQue's ``is_supporting``).
+    #: Titles of the supporting paragraphs, in order, each once (evidence recall in ``hopsearch eval``).
     supporting: tuple[str, ...] = ()
 
     @property
@@ -85,7 +85,6 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
         field = "paragraphs" if dataset == "musique" else "context"
         raise InputError(f"field '{field}' is malformed ({exc})", source=source, position=position) from exc
     rid = record.get("_id", record.get("id", f"{Path(source).stem}-{position}"))
-    supporting = _supporting(record, dataset)
     return QARecord(
         id=str(rid),
         question=question.strip(),
@@ -94,26 +93,20 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
         type=str(record.get("type") or (str(rid).split("__")[0] if dataset == "musique" else "")),
         paragraphs=tuple(paragraphs),
         position=position,
-        supporting=supporting,
+        supporting=supporting_titles(record, dataset),
     )
 
 
-def _supporting(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
-    """Distinct supporting titles in order; malformed entries are skipped (answers do not need them)."""
-    titles: list[str] = []
+def supporting_titles(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
+    """The supporting paragraphs' titles: ``supporting_facts`` ``[title, sentence]`` pairs (HotpotQA,
+    2Wiki) or the MuSiQue paragraphs marked ``is_supporting``; malformed entries are skipped."""
     if dataset == "musique":
-        titles = [
-            str(p.get("title"))
-            for p in record.get("paragraphs") or []
-            if isinstance(p, dict) and p.get("is_supporting")
+        raw = [
+            p.get("title") for p in record.get("paragraphs") or [] if isinstance(p, Mapping) and p.get("is_supporting")
         ]
     else:
-        facts = record.get("supporting_facts") or []
-        if isinstance(facts, dict):  # the HuggingFace layout: {"title": [...], "sent_id": [...]}
-            titles = [str(t) for t in facts.get("title") or []]
-        else:
-            titles = [str(f[0]) for f in facts if isinstance(f, list | tuple) and f]
-    return tuple(dict.fromkeys(titles))
+        raw = [f[0] for f in record.get("supporting_facts") or [] if isinstance(f, list | tuple) and f]
+    return tuple(dict.fromkeys(str(title) for title in raw if isinstance(title, str) and title.strip()))
 
 
 def _raw_records(path: Path) -> Iterator[tuple[int, Any]]:

@@ -2,9 +2,11 @@
 
 The target is the concrete index behind the passages alias, a new passages version for ``--rebuild``
 (the alias moves to it atomically once it is full), or the index a checkpoint names on ``--resume``.
-While a load runs the index has ``refresh_interval: -1`` and no replicas; the previous values are
-restored afterwards, also when the load fails (if Elasticsearch cannot be reached then, the values stay
-in the checkpoint and the resumed load restores them).
+While a load runs the index has ``refresh_interval: -1`` and no replicas; the previous values (the
+``passages_replicas`` setting where it is set) are restored afterwards, also when the load fails (if
+Elasticsearch cannot be reached then, the values stay in the checkpoint and the resumed load restores
+them). After the restore the load waits for the replicas to be placed (green; yellow where there are
+fewer data nodes than copies, as on a single node) and warns where that does not happen in a minute.
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ async def load_time_settings(store: Store, index: str, restore: dict[str, Any] |
             # Left over from a load that could not restore it: reset to the server default.
             log.warning("index %s had refresh_interval -1 before the load; it will be reset", index)
             refresh = None
-        restore = {"refresh_interval": refresh, "number_of_replicas": current.get("number_of_replicas", "1")}
+        replicas = store.settings.passages_replicas
+        restore = {
+            "refresh_interval": refresh,
+            "number_of_replicas": current.get("number_of_replicas", "1") if replicas is None else replicas,
+        }
     await store.put_settings(index, LOAD_SETTINGS)
     try:
         yield restore
@@ -74,3 +80,10 @@ async def load_time_settings(store: Store, index: str, restore: dict[str, Any] |
             await store.put_settings(index, restore)
         except StoreError as exc:
             log.warning("could not restore the settings of %s (%s); --resume restores them", index, exc)
+        else:
+            try:
+                health = await store.wait_for_health(index)
+            except StoreError as exc:
+                health = {"timed_out": True, "error": str(exc)}
+            if health.get("timed_out"):
+                log.warning("index %s did not reach %s after the load: %s", index, health.get("wanted"), health)

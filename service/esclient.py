@@ -24,6 +24,8 @@ from hopsearch.service.types import DenseMethod
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Answers the client retries on the next node of its pool (as it does connection errors and timeouts).
+RETRY_ON_STATUS = (429, 502, 503, 504)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +145,16 @@ async def probe(settings: Settings) -> ServerInfo:
 
 
 def make_client(settings: Settings, info: ServerInfo) -> Any:
-    """The async client of the library that matches the server's major version."""
+    """The async client of the library that matches the server's major version, over every URL of
+    ``es_url`` (the library's node pool: a node that refuses or times out is marked dead for a while and
+    the request retried on the next one, ``es_max_retries`` times; ``es_sniff`` adds the nodes the
+    cluster reports). Retried writes are safe: loads, outlines and traces write by id."""
     # Bodies are plain dicts on purpose (one code path for both clients): silence that deprecation.
     warnings.filterwarnings("ignore", message="The 'body' parameter is deprecated", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message="Elasticsearch built-in security features are not enabled")
     kwargs: dict[str, Any] = {"verify_certs": settings.es_verify_certs}
+    # A timeout is retried on another node only where there is one (the same busy node would time out again).
+    several = len(settings.es_url) > 1 or settings.es_sniff
     if settings.es_ca_file is not None:
         kwargs["ca_certs"] = str(settings.es_ca_file)
     if settings.es_api_key is not None:
@@ -169,10 +176,14 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
                 return super().dumps(data)
 
         # orjson parses bulk and _msearch answers several times faster than the standard library.
+        if settings.es_sniff:
+            kwargs |= {"sniff_on_start": True, "sniff_on_node_failure": True, "min_delay_between_sniffing": 60}
         return AsyncElasticsearch(
             list(settings.es_url),
             request_timeout=settings.es_request_timeout,
-            max_retries=2,
+            max_retries=settings.es_max_retries,
+            retry_on_status=RETRY_ON_STATUS,
+            retry_on_timeout=several,
             serializers={"application/json": OrjsonSerializer(), "application/x-ndjson": ReadyNdjsonSerializer()},
             **kwargs,
         )
@@ -180,7 +191,16 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
 
     if settings.es_username and settings.es_password is not None:
         kwargs["http_auth"] = (settings.es_username, settings.es_password.get_secret_value())
-    return AsyncElasticsearch7(list(settings.es_url), timeout=settings.es_request_timeout, max_retries=2, **kwargs)
+    if settings.es_sniff:
+        kwargs |= {"sniff_on_start": True, "sniff_on_connection_fail": True, "sniffer_timeout": 60}
+    return AsyncElasticsearch7(
+        list(settings.es_url),
+        timeout=settings.es_request_timeout,
+        max_retries=settings.es_max_retries,
+        retry_on_status=RETRY_ON_STATUS,
+        retry_on_timeout=several,
+        **kwargs,
+    )
 
 
 def _status(exc: Exception) -> int | None:

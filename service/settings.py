@@ -79,7 +79,11 @@ class Settings(BaseSettings):
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_request_timeout: float = Field(30.0, description="Elasticsearch request timeout, seconds.")
     es_max_retries: int = Field(
-        3, ge=0, le=10, description="Client retries on another node after a connection error, a timeout or 502/503/504."
+        2,
+        ge=0,
+        le=10,
+        description="Client retries on the next node after a connection error, 429/502/503/504, or a timeout "
+        "(timeouts only with several URLs or sniffing).",
     )
     es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
     es_wait_for_active_shards: str | None = Field(

@@ -92,6 +92,12 @@ class Store:
 
     async def close(self) -> None:
         await self.client.close()
+        # The 7.x client closes only the live connections of its pool: close those marked dead too.
+        pool = getattr(getattr(self.client, "transport", None), "connection_pool", None)
+        live = list(getattr(pool, "connections", ()))
+        for connection in getattr(pool, "orig_connections", ()):
+            if connection not in live:
+                await connection.close()
 
     async def __aenter__(self) -> Store:
         return self
@@ -170,14 +176,18 @@ class Store:
             if "resource_already_exists_exception" not in str(exc):
                 raise
 
-    def passages_body(self, embedder: Embedder | None) -> dict[str, Any]:
-        """The passages index body for this server and embedder (``_meta`` included)."""
+    def passages_body(self, embedder: Embedder | None, *, replicas: int | None = None) -> dict[str, Any]:
+        """The passages index body for this server and embedder (``_meta`` included): ``passages_shards``
+        primaries, ``replicas`` (default: the ``passages_replicas`` setting, else 0) replicas."""
         template = load_template("passages")
         values: dict[str, Any] = {
             "ANALYZER": self.analyzer,
             "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        if replicas is None:
+            replicas = self.settings.passages_replicas or 0
+        body["settings"] |= {"number_of_shards": self.settings.passages_shards, "number_of_replicas": replicas}
         fields = ja_mappings(self.ja_analysis)
         properties = body["mappings"]["properties"]
         if self.ja_analysis == "kuromoji":
@@ -210,7 +220,7 @@ class Store:
 
     async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
         """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
-        await self._create(name, self.passages_body(embedder))
+        await self._create(name, self.passages_body(embedder, replicas=await self.passages_replicas()))
         return name
 
     async def create_passages_version(self, embedder: Embedder | None) -> str:
@@ -218,7 +228,7 @@ class Store:
         versions = await self.passages_versions()
         last = int(versions[-1].rsplit("-v", 1)[1]) if versions else 0
         name = f"{self.settings.passages_alias}-v{last + 1}"
-        await self._create(name, self.passages_body(embedder))
+        await self._create(name, self.passages_body(embedder, replicas=await self.passages_replicas()))
         return name
 
     async def passages_index(self) -> str | None:
@@ -396,6 +406,27 @@ class Store:
     async def cluster_health(self) -> dict[str, Any]:
         """``GET _cluster/health`` (status, nodes, shards)."""
         return body_of(await call(self.client.cluster.health(), "cluster health"))
+
+    async def passages_replicas(self) -> int:
+        """Replicas of a new passages index: the ``passages_replicas`` setting, else 1 where the cluster has
+        more than one data node (a copy survives a node) and 0 on a single node (a replica could never
+        be placed there: the index would stay yellow)."""
+        if self.settings.passages_replicas is not None:
+            return self.settings.passages_replicas
+        return 1 if int((await self.cluster_health()).get("number_of_data_nodes", 1)) > 1 else 0
+
+    async def wait_for_health(self, index: str, *, timeout_s: float = 60) -> dict[str, Any]:
+        """Wait until every copy of ``index`` that can be placed is (green; yellow where there are
+        fewer data nodes than copies, as on a single node). Returns the health, ``timed_out`` included."""
+        settings = await self.get_settings(index)
+        copies = 1 + int(settings.get("number_of_replicas", 0))
+        nodes = int((await self.cluster_health()).get("number_of_data_nodes", 1))
+        status = "green" if nodes >= copies else "yellow"
+        request = self.client.cluster.health(index=index, wait_for_status=status, timeout=f"{int(timeout_s)}s")
+        try:
+            return body_of(await call(request, f"health of {index}"))
+        except StoreError as exc:  # 408: not reached in time
+            return {"status": None, "timed_out": True, "wanted": status, "error": str(exc)}
 
     async def cluster_root(self) -> dict[str, Any]:
         """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the

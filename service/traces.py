@@ -74,6 +74,9 @@ class Step:
     retrievals: int = 0
     attempts: tuple[Attempt, ...] = ()
     error: str | None = None
+    #: The final answer's type (:mod:`~hopsearch.service.strategies.answer_types`): choice, yes_no, date,
+    #: number or text; ``None`` on every other step.
+    answer_type: str | None = None
     #: Strategy-specific structured data (entities and keywords, reused facts, the stop rule...).
     details: Mapping[str, Any] | None = None
 

@@ -10,6 +10,7 @@ import pytest
 from hopsearch.service.errors import LLMTimeout, LLMUnavailable
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval, depth_for
+from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.deeprag import STOPS
 from hopsearch.service.traces import MemoryTraceSink
 from tests.llm_fixtures import (
@@ -205,3 +206,30 @@ async def test_single_retrieves_once_and_answers(flavour: str) -> None:
     doc = sink.documents[answer.trace.trace_id]
     assert [s["kind"] for s in doc["steps"]] == ["retrieve", "answer"]
     assert doc["totals"]["retrievals"] == 1 and doc["totals"]["llm_calls"] == 1
+
+
+async def test_single_final_answer_is_typed_and_cleaned(flavour: str) -> None:
+    retriever, sink = ListRetriever(PASSAGES), MemoryTraceSink()
+
+    def script(request: object) -> str:
+        return ' 1. "Jaws was released first."\n'
+
+    with server_for(flavour, script) as server:
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            single = SingleRetrieval(llm, retriever, sink, stop_fallback=fallback_for(flavour))
+            answer = await single.answer("Which film came out first, Jaws or Alien?", AskOptions(k=2))
+    answer.raise_for_error()
+    assert answer.text == "Jaws"
+    step = sink.documents[answer.trace.trace_id]["steps"][-1]
+    assert step["answer_type"] == "choice"
+    assert step["details"] == {"candidates": ["Jaws", "Alien"], "raw_answer": '1. "Jaws was released first."'}
+
+
+async def test_deeprag_final_answer_that_is_not_an_answer_is_recorded_as_none(flavour: str) -> None:
+    model = DeepRAGModel([PlanStep("Who directed Jaws?", "search", "Steven Spielberg")], final="need_retrieve")
+    answer, _, _, sink = await run(flavour, model, AskOptions())
+    answer.raise_for_error()  # type: ignore[attr-defined]
+    assert answer.text == NO_ANSWER  # type: ignore[attr-defined]
+    steps = sink.documents[answer.trace.trace_id]["steps"]  # type: ignore[attr-defined]
+    answers = [s for s in steps if s["kind"] == "answer"]
+    assert [s["answer_type"] for s in answers] == [None] * (len(answers) - 1) + ["date"]

@@ -184,3 +184,16 @@ async def test_a_final_answer_that_starts_with_a_line_break_is_still_read(
     answer.raise_for_error()
     assert answer.text == "1946"
     assert doc["answer"] == "1946"
+
+
+@pytest.mark.parametrize("strategy", [Iterative, HyDE])
+async def test_the_shared_final_answer_is_typed_and_fitted_to_a_choice(
+    strategy: type[Iterative] | type[HyDE],
+) -> None:
+    model = ChatModel({"assess": [assess(0.9)]}, answer='[2] Title: "Jaws"')
+    answer, doc, _, _ = await run(strategy, model, "Which film came out first, Jaws or Alien?")
+    answer.raise_for_error()
+    assert answer.text == doc["answer"] == "Jaws"
+    last = doc["steps"][-1]
+    assert last["kind"] == "answer" and last["answer_type"] == "choice"
+    assert last["details"]["candidates"] == ["Jaws", "Alien"] and last["details"]["raw_answer"] == '[2] Title: "Jaws"'

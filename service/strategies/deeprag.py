@@ -43,7 +43,7 @@ from hopsearch.service.strategies.base import (
     RunContext,
     citations_of,
 )
-from hopsearch.service.strategies.steps import context_line, normalise_query
+from hopsearch.service.strategies.steps import context_line, normalise_query, typed_final
 from hopsearch.service.traces import Citation, Decision, Step
 from hopsearch.service.types import Hit
 
@@ -129,12 +129,16 @@ class DeepRAG(RecordedStrategy):
         chat: bool,
         depth: int,
         decided_by: str | None = None,
+        *,
+        final: bool = False,
     ) -> tuple[str, str]:
         """Generate one answer line after a marker; returns (transcript, answer). ``decided_by``
-        marks a final answer forced without the model's marker (the depth limit)."""
+        marks a final answer forced without the model's marker (the depth limit); the ``final`` answer
+        is cleaned and fitted to the question's type (:func:`typed_final`)."""
         done = await self._generate(context, question, transcript, ("\n",), chat)
         line = done.text.split("\n", 1)[0].rstrip()
         forced = decided_by is not None
+        answer, fields = typed_final(question, line.strip()) if final else (line.strip(), {})
         step = Step.from_completion(
             "answer",
             done,
@@ -142,9 +146,10 @@ class DeepRAG(RecordedStrategy):
             prompt_chars=len(transcript),
             decision="final" if forced else None,
             decided_by=decided_by,
+            **fields,
         )
         context.recorder.add(step)
-        return transcript + line, line.strip()
+        return transcript + line, answer
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         options = context.options
@@ -189,6 +194,6 @@ class DeepRAG(RecordedStrategy):
         else:
             forced = "depth-limit"
         transcript, final = await self._answer_line(
-            context, question, transcript + FINAL, chat, max_depth, decided_by=forced
+            context, question, transcript + FINAL, chat, max_depth, decided_by=forced, final=True
         )
         return final, citations_of(cited)

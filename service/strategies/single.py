@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from hopsearch.service.llm import complete_until
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
-from hopsearch.service.strategies.steps import context_line, single_prompt
+from hopsearch.service.strategies.steps import context_line, single_prompt, typed_final
 from hopsearch.service.traces import Citation, Step
 
 
@@ -32,10 +32,10 @@ class SingleRetrieval(RecordedStrategy):
             deadline=context.deadline,
             fallback=self.stop_fallback,
         )
-        answer = done.text.split("\n", 1)[0].strip()
+        answer, fields = typed_final(question, done.text.split("\n", 1)[0].strip())
         context.recorder.add(
             Step.from_completion(
-                "answer", done, depth=1, prompt_chars=len(prompt), decision="final", decided_by="single"
+                "answer", done, depth=1, prompt_chars=len(prompt), decision="final", decided_by="single", **fields
             )
         )
         return answer, citations_of(hits)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
+from hopsearch.service.strategies.answer_types import typed_answer
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
 from hopsearch.service.types import Hit
@@ -204,6 +205,19 @@ def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any
     return Step.from_completion(kind, completion, prompt_chars=len(prompt), **fields)
 
 
+def typed_final(question: str, line: str, details: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The final answer line cleaned and fitted to the question's type
+    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`), and the step fields that record
+    it: ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
+    answer, shape = typed_answer(line, question)
+    merged = dict(details) if details is not None else {}
+    if shape.candidates:
+        merged["candidates"] = list(shape.candidates)
+    if answer != line:
+        merged["raw_answer"] = line
+    return answer, {"answer_type": shape.type, "details": merged or None}
+
+
 async def final_answer(
     context: RunContext,
     prompt: str,
@@ -213,19 +227,12 @@ async def final_answer(
     details: Mapping[str, Any] | None = None,
 ) -> str:
     """The final answer call (:func:`ask_answer`), recorded as the ``answer`` step; returns its
-    :func:`answer_line`."""
+    :func:`answer_line` cleaned and fitted to the question's type (:func:`typed_final`)."""
     done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-    step = text_step(
-        "answer",
-        done,
-        prompt,
-        depth=depth,
-        decision="final",
-        decided_by=decided_by,
-        details=dict(details) if details is not None else None,
-    )
+    answer, fields = typed_final(context.recorder.question, answer_line(done.text), details)
+    step = text_step("answer", done, prompt, depth=depth, decision="final", decided_by=decided_by, **fields)
     context.recorder.add(step)
-    return answer_line(done.text)
+    return answer
 
 
 def read_reply(
