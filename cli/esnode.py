@@ -47,6 +47,13 @@ class NodeSpec:
     java_home: Path | None = None
     #: Security on (8.x+: users in the file realm, see :func:`add_user`; HTTP stays plain on loopback).
     security: bool = False
+    #: A member of a multi-node cluster (:mod:`.escluster`): its name, fixed transport port, the other
+    #: members' transport addresses and the cluster's name. Unset: a single node (``discovery.type``).
+    name: str | None = None
+    transport_port: int | None = None
+    seed_hosts: tuple[str, ...] = ()
+    initial_masters: tuple[str, ...] = ()
+    cluster_name: str | None = None
 
     @property
     def url(self) -> str:
@@ -199,13 +206,18 @@ def _settings_args(spec: NodeSpec, transport_port: int) -> list[str]:
         "discovery.type": "single-node",
         "network.host": "127.0.0.1",
         "http.port": str(spec.port),
-        "transport.port": str(transport_port),
+        "transport.port": str(spec.transport_port or transport_port),
         "path.data": str(spec.node_dir / "data"),
         "path.logs": str(spec.node_dir / "logs"),
-        "cluster.name": f"hopsearch-{spec.port}",
+        "cluster.name": spec.cluster_name or f"hopsearch-{spec.port}",
         "cluster.routing.allocation.disk.threshold_enabled": "false",
         "action.destructive_requires_name": "false",
     }
+    if spec.seed_hosts:
+        del args["discovery.type"]
+        args["node.name"] = spec.name or f"node-{spec.port}"
+        args["discovery.seed_hosts"] = ",".join(spec.seed_hosts)
+        args["cluster.initial_master_nodes"] = ",".join(spec.initial_masters)
     if spec.security:
         args["xpack.security.enabled"] = "true"
         args["xpack.security.http.ssl.enabled"] = "false"
@@ -263,6 +275,22 @@ def start(spec: NodeSpec, *, timeout: float = 180.0, auth: tuple[str, str] | Non
     running = ping(spec.url, auth=auth)
     if running is not None:
         return running
+    proc = launch(spec)
+
+    def green() -> dict[str, object] | None:
+        info = ping(spec.url, auth=auth)
+        return info if info is not None and info.get("status") in ("green", "yellow") else None
+
+    try:
+        return wait_ready(proc, green, timeout=timeout, what=f"Elasticsearch {spec.version}", log_path=spec.log_file)
+    except NodeError:
+        stop(spec)
+        raise
+
+
+def launch(spec: NodeSpec) -> subprocess.Popen[bytes]:
+    """Spawn the node's process (a stale one of the same spec is stopped first) without waiting for it:
+    the members of a cluster answer only once all of them are up (:mod:`.escluster`)."""
     if read_pid(spec) is not None:
         stop(spec)
     home = distribution(spec)
@@ -283,16 +311,7 @@ def start(spec: NodeSpec, *, timeout: float = 180.0, auth: tuple[str, str] | Non
     cmd = [*_unprivileged_prefix(), str(home / "bin" / "elasticsearch"), *_settings_args(spec, free_port())]
     proc = spawn(cmd, spec.log_file, env=env)
     spec.pid_file.write_text(str(proc.pid))
-
-    def green() -> dict[str, object] | None:
-        info = ping(spec.url, auth=auth)
-        return info if info is not None and info.get("status") in ("green", "yellow") else None
-
-    try:
-        return wait_ready(proc, green, timeout=timeout, what=f"Elasticsearch {spec.version}", log_path=spec.log_file)
-    except NodeError:
-        stop(spec)
-        raise
+    return proc
 
 
 def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:

@@ -85,7 +85,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             max_depth=depth_for(dataset),
             demonstrations=DEMONSTRATIONS if job.few_shot else "",
         )
-        items = [EvalItem(r.id, r.question, r.answers, r.type) for r in records]
+        items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
         out.parent.mkdir(parents=True, exist_ok=True)
         columns = (
             TextColumn("{task.description}"),

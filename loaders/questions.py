@@ -41,6 +41,8 @@ class QARecord:
     type: str
     paragraphs: tuple[Paragraph, ...]
     position: int  # 1-based line (JSONL) or element (JSON array) number
+    #: Titles of the supporting paragraphs, in order, each once (evidence recall in ``hopsearch eval``).
+    supporting: tuple[str, ...] = ()
 
 
 def detect(record: Mapping[str, Any]) -> Dataset | None:
@@ -85,7 +87,20 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
         type=str(record.get("type") or (str(rid).split("__")[0] if dataset == "musique" else "")),
         paragraphs=tuple(paragraphs),
         position=position,
+        supporting=supporting_titles(record, dataset),
     )
+
+
+def supporting_titles(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
+    """The supporting paragraphs' titles: ``supporting_facts`` ``[title, sentence]`` pairs (HotpotQA,
+    2Wiki) or the MuSiQue paragraphs marked ``is_supporting``; malformed entries are skipped."""
+    if dataset == "musique":
+        raw = [
+            p.get("title") for p in record.get("paragraphs") or [] if isinstance(p, Mapping) and p.get("is_supporting")
+        ]
+    else:
+        raw = [f[0] for f in record.get("supporting_facts") or [] if isinstance(f, list | tuple) and f]
+    return tuple(dict.fromkeys(str(title) for title in raw if isinstance(title, str) and title.strip()))
 
 
 def _raw_records(path: Path) -> Iterator[tuple[int, Any]]:

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hopsearch.service.evaluation.metrics import score
-from hopsearch.service.strategies.base import AskOptions, Strategy
+from hopsearch.service.strategies.answer_types import NO_ANSWER
+from hopsearch.service.strategies.base import Answer, AskOptions, Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,9 @@ class EvalItem:
     question: str
     answers: tuple[str, ...]
     type: str
+    #: Titles of the supporting paragraphs (2Wiki / HotpotQA ``supporting_facts``, MuSiQue
+    #: ``is_supporting``); empty where the file gives none.
+    supporting: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +46,32 @@ class EvalRow:
     wall_s: float
     trace_id: str
     error: str | None
+    #: The final answer's type (choice, yes_no, date, number, text) as the trace recorded it.
+    answer_type: str | None = None
+    #: Share of the supporting paragraphs among the passages the strategy cited over the whole
+    #: question (by title); ``None`` where the question names no supporting paragraphs.
+    evidence_recall: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def evidence_recall(supporting: Sequence[str], cited_titles: Sequence[str]) -> float | None:
+    """The share of ``supporting`` titles found among ``cited_titles`` (case and spacing ignored);
+    ``None`` when there are no supporting titles."""
+
+    def key(title: str) -> str:
+        return " ".join(title.casefold().split())
+
+    wanted = {key(title) for title in supporting if title.strip()}
+    if not wanted:
+        return None
+    return len(wanted & {key(title) for title in cited_titles}) / len(wanted)
+
+
+def final_answer_type(answer: Answer) -> str | None:
+    """The ``answer_type`` of the last step that recorded one (the final answer)."""
+    return next((s.answer_type for s in reversed(answer.trace.steps) if s.answer_type is not None), None)
 
 
 async def evaluate_one(strategy: Strategy, item: EvalItem, options: AskOptions) -> EvalRow:
@@ -68,6 +95,8 @@ async def evaluate_one(strategy: Strategy, item: EvalItem, options: AskOptions) 
         wall_s=round(time.monotonic() - started, 3),
         trace_id=answer.trace.trace_id,
         error=str(answer.error) if answer.error else None,
+        answer_type=final_answer_type(answer),
+        evidence_recall=evidence_recall(item.supporting, [c.title for c in answer.citations]),
     )
 
 
@@ -116,5 +145,9 @@ def summarize(rows: Sequence[EvalRow]) -> dict[str, dict[str, float]]:
             "tokens_out": _mean([float(r.tokens_out) for r in group]),
             "wall_s": _mean([r.wall_s for r in group]),
             "errors": float(sum(1 for r in group if r.error)),
+            "no_answer": float(sum(1 for r in group if r.prediction == NO_ANSWER)),
         }
+        recalls = [r.evidence_recall for r in group if r.evidence_recall is not None]
+        if recalls:
+            out[name]["evidence_recall"] = _mean(recalls)
     return out
