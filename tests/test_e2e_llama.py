@@ -6,6 +6,7 @@ Under ``CI=true`` a missing model or llama.cpp server fails these tests instead 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -110,31 +111,40 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
 
 
 async def test_health_stays_ready_during_a_long_local_generation(llama: Settings, es8_node: EsNode) -> None:
-    """llama.cpp answers ``/v1/models`` only between generations: readiness must say busy, not down."""
+    """llama.cpp may hold ``/v1/models`` while it generates: readiness stays 200 (busy or ready), never down."""
     import asyncio
 
     import httpx
 
     from hopsearch.service.api import create_app
 
-    overrides = {"es_url": [es8_node.url], "embedder": "none", "llm_retries": 0, "llm_timeout": 600.0}
+    overrides = {
+        "es_url": [es8_node.url],
+        "embedder": "none",
+        "llm_retries": 0,
+        "llm_timeout": 600.0,
+        "health_timeout": 0.5,
+    }
     settings = load_settings(**{**llama.model_dump(), **overrides})
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         runtime = await app.state.api.runtime()
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://hopsearch") as client:
-            # End-of-text and end-of-turn banned: the model writes all its tokens.
+            # End-of-text and end-of-turn banned: the model writes all its tokens, long enough on any
+            # machine for several health checks; the generation is cancelled once they are done.
             extra = {"logit_bias": {"1": -100, "106": -100}}
             prompt = "Write a very long story about a lighthouse keeper."
-            generation = asyncio.create_task(runtime.llm.complete(prompt, max_tokens=64, extra=extra))
-            await asyncio.sleep(1.0)
+            generation = asyncio.create_task(runtime.llm.complete(prompt, max_tokens=1500, extra=extra))
+            await asyncio.sleep(0.5)
             statuses = []
             while not generation.done() and len(statuses) < 3:
                 response = await client.get("/_health")
                 statuses.append((response.status_code, response.json()["llm"]["state"], generation.done()))
-            completion = await generation
-    assert statuses, "the generation finished before /_health was asked"
+            running = not generation.done()
+            generation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await generation
+    assert statuses and running, f"the generation finished before /_health was asked three times: {statuses}"
     assert all(code == 200 for code, _, _ in statuses), statuses
-    assert any(state == "busy" and not done for _, state, done in statuses), statuses
-    assert completion.usage.completion_tokens > 32
+    assert all(state in ("busy", "ready") for _, state, _ in statuses), statuses
