@@ -172,9 +172,8 @@ async def serving(
                     )
 
 
-@contextlib.contextmanager
-def uvicorn_serving(app: FastAPI) -> Iterator[str]:
-    """``app`` under a real uvicorn on a free loopback port, in a thread; yields the base URL."""
+def _uvicorn_thread(app: FastAPI) -> tuple[uvicorn.Server, threading.Thread, int]:
+    """``app`` under a real uvicorn on a free loopback port, started in a daemon thread."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -182,10 +181,22 @@ def uvicorn_serving(app: FastAPI) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    return server, thread, port
+
+
+def _check_starting(thread: threading.Thread, deadline: float) -> None:
+    """Raise once uvicorn's thread died or the deadline passed before it started."""
+    if time.monotonic() > deadline or not thread.is_alive():
+        raise RuntimeError("uvicorn did not start")
+
+
+@contextlib.contextmanager
+def uvicorn_serving(app: FastAPI) -> Iterator[str]:
+    """``app`` under a real uvicorn on a free loopback port, in a thread; yields the base URL."""
+    server, thread, port = _uvicorn_thread(app)
     deadline = time.monotonic() + 30
     while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
+        _check_starting(thread, deadline)
         time.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -198,17 +209,10 @@ def uvicorn_serving(app: FastAPI) -> Iterator[str]:
 async def uvicorn_serving_async(app: FastAPI) -> AsyncIterator[str]:
     """Like :func:`uvicorn_serving`, waiting without blocking the caller's event loop (which may run
     servers the app talks to, such as a :class:`~tests.counting_proxy.CountingProxy`)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    server, thread, port = _uvicorn_thread(app)
     deadline = time.monotonic() + 60
     while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
+        _check_starting(thread, deadline)
         await asyncio.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}"
