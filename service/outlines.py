@@ -223,7 +223,6 @@ class EsOutlineStore:
     def __init__(self, store: Store, index: str | None = None) -> None:
         self.store = store
         self.index = index or store.settings.outlines_index
-        self._index_ready = False
 
     async def get(self, namespace: str, entity: str) -> EntityOutline | None:
         """The outline an entity name (or one of its aliases) names, or ``None``."""
@@ -268,11 +267,9 @@ class EsOutlineStore:
         )
 
     async def save(self, outlines: Sequence[EntityOutline]) -> None:
-        if not self._index_ready:
-            # Never let the first write auto-create the index: that gives it dynamic mappings, and the
-            # concurrent saves' reads race the new shard's start (no_shard_available).
-            await self.store.ensure_side_indices()
-            self._index_ready = True
+        # Never let a write auto-create the index: that gives it dynamic mappings, and the concurrent
+        # saves' reads race the new shard's start (no_shard_available).
+        await self.store.ensure_side_indices()
         await asyncio.gather(*(self._save_one(outline) for outline in outlines if outline.key))
 
     async def search(self, namespace: str, query: str, *, size: int = 10) -> list[EntityOutline]:

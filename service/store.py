@@ -83,6 +83,7 @@ class Store:
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
         self._licence: dict[str, Any] | None = None
+        self._side_indices_ready = False
 
     @classmethod
     async def connect(cls, settings: Settings) -> Store:
@@ -144,13 +145,17 @@ class Store:
         return current
 
     async def ensure_side_indices(self) -> None:
-        """Create the outlines and traces indices where missing (never the passages index)."""
+        """Create the outlines and traces indices where missing (never the passages index); once per
+        store: later calls (every DualRAG question's first outline save) cost no round trip."""
+        if self._side_indices_ready:
+            return
         for name, template in (
             (self.settings.outlines_index, "outlines"),
             (self.settings.traces_index, "traces"),
         ):
             if not await self.exists(name):
                 await self._create(name, load_template(template))
+        self._side_indices_ready = True
 
     async def ensure_embedder_field(self, index: str) -> None:
         """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
