@@ -115,6 +115,17 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
 
+    def memory_kb(self) -> tuple[int, int] | None:
+        """(resident, peak resident) in kB from ``/proc``; None once the process is gone."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
     def offset(self) -> int:
         return self.log.stat().st_size
 
@@ -145,6 +156,7 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
     result = await side.runtime.strategy("deeprag").answer(record.question, side.options)
     wall = time.monotonic() - started
     await asyncio.sleep(0.3)  # let the server's log lines land
+    memory = side.server.memory_kb()
     evaluated, logged = side.server.evaluated_since(offset)
     totals = result.trace.totals()
     steps = [s for s in result.trace.steps if s.kind == "generate"]
@@ -156,9 +168,13 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
         "prompt_tokens_evaluated": evaluated,
         "retrievals": int(totals["retrievals"]),
         "decisions": [s.decision for s in steps],
+        "decided_by": [s.decided_by for s in steps],
+        "generated": [s.output for s in steps],
         "answer": result.text,
         "em": score(result.text, record.answers).em,
         "error": str(result.error) if result.error else None,
+        "server_rss_mb": round(memory[0] / 1024) if memory else None,
+        "server_peak_rss_mb": round(memory[1] / 1024) if memory else None,
     }
     side.rows.append(row)
     return row
@@ -238,7 +254,8 @@ async def main(args: argparse.Namespace) -> int:
         loaded = await ensure_qa_contexts(store, Path(args.questions), records)
         await store.refresh()
         print(f"corpus: {loaded.indexed} context passages of {len(records)} questions, prefix {prefix}\n")
-        header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}  decisions"
+        header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}"
+        header += f" {'peak MB b/a':>11}  decisions"
         print(header)
         for number, record in enumerate(asked, start=int(start or 1)):
             order = ("before", "after") if number % 2 else ("after", "before")
@@ -252,7 +269,8 @@ async def main(args: argparse.Namespace) -> int:
             print(
                 f"{number:>2} {b['wall_s']:>7.1f} {a['wall_s']:>7.1f} {ratio:>5.2f} "
                 f"{b['llm_calls']:>4}/{a['llm_calls']:<4} "
-                f"{b['prompt_tokens_evaluated']:>6}/{a['prompt_tokens_evaluated']:<6}"
+                f"{b['prompt_tokens_evaluated']:>6}/{a['prompt_tokens_evaluated']:<6} "
+                f"{b['server_peak_rss_mb'] or 'gone':>5}/{a['server_peak_rss_mb'] or 'gone':<5}"
                 f"  {verdict}{'  errors: ' + str(b['error'] or a['error']) if b['error'] or a['error'] else ''}",
                 flush=True,
             )
