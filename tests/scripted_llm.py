@@ -10,6 +10,9 @@ the earliest, report ``stop_reason`` = that string unless ``report_stop_reason``
 were sent before the client closed it or the stream ended.
 Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
 ``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
+Token counts: ``tokenizer`` answers llama-cpp-python's ``POST /extras/tokenize/count`` (the default)
+or llama.cpp's ``POST /tokenize`` with the whitespace count (as ``usage``), or neither (None);
+``counted`` lists every text counted.
 Capacity: ``slots=N`` serves like llama.cpp with N slots: ``GET /props`` reports ``total_slots``, at
 most N generations run at a time (each takes ``work_s``) and the others wait in the server's queue;
 ``max_queued`` is the longest that queue got, ``served`` the (start, end) of every generation.
@@ -25,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -80,7 +83,10 @@ class ScriptedLLM:
         model: str = "scripted",
         slots: int | None = None,
         work_s: float = 0.0,
+        tokenizer: Literal["llama-cpp-python", "llama.cpp"] | None = "llama-cpp-python",
     ) -> None:
+        self.tokenizer = tokenizer
+        self.counted: list[str] = []
         self.script = script
         self.report_stop_reason = report_stop_reason
         self.fail_first = fail_first
@@ -150,6 +156,10 @@ class ScriptedLLM:
         if self.slots is not None:
             app.router.add_get("/props", self._props)
             self._slot_gate = asyncio.Semaphore(self.slots)
+        if self.tokenizer == "llama-cpp-python":
+            app.router.add_post("/extras/tokenize/count", self._count)
+        elif self.tokenizer == "llama.cpp":
+            app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
@@ -166,6 +176,16 @@ class ScriptedLLM:
 
     async def _props(self, request: web.Request) -> web.Response:
         return web.json_response({"total_slots": self.slots, "model_path": self.model})
+
+    async def _count(self, request: web.Request) -> web.Response:
+        text = str((await request.json())["input"])
+        self.counted.append(text)
+        return web.json_response({"count": tokens(text)})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        text = str((await request.json())["content"])
+        self.counted.append(text)
+        return web.json_response({"tokens": list(range(tokens(text)))})
 
     async def _one_slot_turn(self) -> None:
         """Wait in the server's queue for a slot, then spend ``work_s`` generating (slots mode)."""
