@@ -16,8 +16,8 @@ before 0.12 (``GET /version`` reports the release; ``vllm_version=None``: no suc
 of another release is ignored, as vLLM does. llama.cpp-like reads a GBNF ``grammar`` (a subset:
 string literals, character classes, groups, alternation, ``? * +``, rule references; see
 :func:`gbnf_to_regex`). The "model" then writes the earliest piece of its scripted text that the
-constraint allows (whole words), the first choice where a choice list matches nothing; a regex or
-grammar that matches nothing answers 500. ``constrain=False`` ignores every constraint.
+constraint allows (whole words); where it holds nothing allowed, the first string of the language
+(the first choice; :func:`first_string`). ``constrain=False`` ignores every constraint.
 Prompt logprobs: with ``logprob`` (token text -> logprob), ``/v1/completions`` with ``echo`` and
 ``logprobs`` returns the prompt's whitespace tokens with their logprobs and offsets; without it such a
 request answers 400 (a server that gives no logprobs).
@@ -77,10 +77,6 @@ def apply_limits(generated: str, stops: list[str], max_tokens: int) -> tuple[str
     return window, "stop", None
 
 
-class Unsatisfiable(ValueError):
-    """The scripted text holds nothing the request's regex or grammar allows."""
-
-
 _GBNF_TOKEN = re.compile(
     r'\s*(?:(?P<string>"(?:[^"\\]|\\.)*")|(?P<cls>\[(?:[^\]\\]|\\.)*\])|(?P<name>[A-Za-z][\w-]*)|(?P<op>[()|?*+]))'
 )
@@ -130,9 +126,32 @@ def constrained(generated: str, kind: str, value: Any) -> str:
     for found in re.finditer(rf"(?<!\w)(?:{pattern})(?!\w)", generated):
         if found.group().strip():
             return found.group()
-    if kind == "choice":
-        return str(value[0])
-    raise Unsatisfiable(f"the scripted reply {generated!r} holds nothing the {kind} allows")
+    return first_string(pattern)
+
+
+def first_string(pattern: str) -> str:
+    """The first string of a regex's language (first branch, fewest repeats, lowest character): what a
+    constrained decoder writes when nothing the model wanted is allowed."""
+
+    def walk(items: Any) -> str:
+        out = ""
+        for op, arg in items:
+            name = str(op)
+            if name == "LITERAL":
+                out += chr(arg)
+            elif name == "IN":
+                kind, first = arg[0]
+                out += chr(first[0] if str(kind) == "RANGE" else first)
+            elif name in {"MAX_REPEAT", "MIN_REPEAT"}:
+                low, _, sub = arg
+                out += walk(sub) * low
+            elif name == "SUBPATTERN":
+                out += walk(arg[-1])
+            elif name == "BRANCH":
+                out += walk(arg[1][0])
+        return out
+
+    return walk(re._parser.parse(pattern))  # type: ignore[attr-defined]
 
 
 class ScriptedLLM:
@@ -296,10 +315,7 @@ class ScriptedLLM:
         self.requests.append({**body, "_prompt": prompt, "_at": time.monotonic()})
         if body.get("echo") and body.get("logprobs") is not None:
             return self._echo_logprobs(prompt, body)
-        try:
-            text, finish, reason = self._generate(ScriptRequest("completions", prompt, body), body)
-        except Unsatisfiable as exc:
-            return web.json_response({"error": {"message": str(exc)}}, status=500)
+        text, finish, reason = self._generate(ScriptRequest("completions", prompt, body), body)
         if body.get("stream"):
             return await self._stream(request, "text_completion", text, finish)
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}

@@ -20,7 +20,7 @@ from hopsearch.service.strategies.answer_types import answer_shape
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, fallback_for, settings_for
-from tests.scripted_llm import ScriptedLLM, ScriptRequest, constrained, gbnf_to_regex
+from tests.scripted_llm import ScriptedLLM, ScriptRequest, constrained, first_string, gbnf_to_regex
 
 #: flavour -> (ScriptedLLM keywords, settings overrides, the method recorded in the trace for a choice).
 FLAVOURS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
@@ -223,8 +223,9 @@ def test_the_scripted_decoder_honours_what_it_is_given() -> None:
     assert constrained("born 1946, died 2021", "regex", "[0-9]{4}") == "1946"
     assert constrained("Star Wars or Jaws", "grammar", 'root ::= " "? ("Jaws" | "Star Wars")\n') == "Star Wars"
     assert gbnf_to_regex('root ::= year "-" year\nyear ::= [0-9] [0-9]?\n') == "(?:[0-9][0-9]?)\\-(?:[0-9][0-9]?)"
-    with pytest.raises(ValueError):
-        constrained("no digits here", "regex", "[0-9]+")
+    assert constrained("no digits here", "regex", "[0-9]+") == "0"  # the first string of the language
+    assert first_string(gbnf_to_regex('root ::= " "? ("Spielberg" | "Donner")')) == "Spielberg"
+    assert first_string("( )?(([0-9]{1,2} )?(May|June) )?[1-9][0-9]{2,3}") == "100"
     with pytest.raises(ValueError):
         gbnf_to_regex("root ::= root")
 
