@@ -32,7 +32,7 @@ LOAD_SETTINGS = {"refresh_interval": "-1", "number_of_replicas": 0}
 def load_settings(wait_for_active_shards: str | None) -> dict[str, Any]:
     """The index settings during a load: :data:`LOAD_SETTINGS`, with the replicas a numeric
     ``wait_for_active_shards`` needs (``2`` keeps one replica; ``all`` means the copies there are)."""
-    copies = int(wait_for_active_shards) if (wait_for_active_shards or "").isdigit() else 1
+    copies = int(wait_for_active_shards) if wait_for_active_shards and wait_for_active_shards.isdigit() else 1
     return {**LOAD_SETTINGS, "number_of_replicas": max(0, copies - 1)}
 
 
