@@ -1,12 +1,26 @@
-"""``hopsearch serve``: the HTTP service under uvicorn (uvloop and httptools where installed)."""
+"""``hopsearch serve``: the HTTP service under uvicorn (uvloop and httptools where installed).
+
+``--workers N`` runs N service processes on one port (uvicorn's supervisor binds the socket and
+restarts a worker that dies). They share nothing but Elasticsearch: each builds its app from the
+settings (:func:`~hopsearch.service.api.app.app_from_settings`), opens its own clients, and keeps its
+own limits and metrics (``/_metrics`` names the process in ``hopsearch_process_info{pid=…}``).
+"""
 
 from __future__ import annotations
 
 import ipaddress
+import os
+from typing import TYPE_CHECKING
 
 import click
 
 from hopsearch.service.settings import load_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+#: The app factory each worker imports (workers are separate processes: they cannot share an object).
+APP_FACTORY = "hopsearch.service.api.app:app_from_settings"
 
 
 def is_loopback(host: str) -> bool:
@@ -21,9 +35,16 @@ def is_loopback(host: str) -> bool:
 @click.command()
 @click.option("--host", default=None, help="Address to listen on (default: settings.api_host, 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default: settings.api_port, 9280).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Service processes on the port; they share nothing but Elasticsearch (limits and metrics are per process).",
+)
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--access-log/--no-access-log", default=False, help="Log every request (slower).")
-def serve(host: str | None, port: int | None, log_level: str, access_log: bool) -> None:
+def serve(host: str | None, port: int | None, workers: int, log_level: str, access_log: bool) -> None:
     """Serve the plugin-style HTTP API (`GET /`, `POST /{index}/_retrieve`, `POST /{index}/_ask`, ...)."""
     import uvicorn
 
@@ -39,9 +60,18 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
         raise click.ClickException(
             f"refusing to listen on {settings.api_host} without API keys: set HOPSEARCH_API_KEYS"
         )
-    click.echo(f"hopsearch serving on http://{settings.api_host}:{settings.api_port}", err=True)
+    plural = f" ({workers} worker processes)" if workers > 1 else ""
+    click.echo(f"hopsearch serving on http://{settings.api_host}:{settings.api_port}{plural}", err=True)
+    target: FastAPI | str = APP_FACTORY
+    if workers == 1:
+        target = create_app(settings)
+    else:  # each worker reads the settings again: hand it the options given here the way a child sees them
+        os.environ["HOPSEARCH_API_HOST"] = settings.api_host
+        os.environ["HOPSEARCH_API_PORT"] = str(settings.api_port)
     uvicorn.run(
-        create_app(settings),
+        target,
+        factory=workers > 1,
+        workers=workers if workers > 1 else None,
         host=settings.api_host,
         port=settings.api_port,
         log_level=log_level,

@@ -141,22 +141,22 @@ class Settings(BaseSettings):
     )
     llm_timeout: float = Field(60.0, gt=0, description="Per-request LLM timeout, seconds.")
     llm_retries: int = Field(3, ge=0, le=10, description="Retries on connect errors, 429 and 5xx.")
-    llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per process.")
+    llm_max_concurrency: int = Field(8, ge=1, description="Concurrent LLM requests per service process.")
     llm_slots_per_url: int = Field(
         0,
         ge=0,
-        description="Requests in flight per LLM base URL; the rest wait in this process, and that wait does "
-        "not count toward llm_timeout. 0: the server's own slot count where it reports one (llama.cpp "
+        description="Requests in flight per LLM base URL from one service process; the rest wait in it, and "
+        "that wait does not count toward llm_timeout. 0: the server's own slot count where it reports one (llama.cpp "
         "`/props` total_slots), else no limit beyond llm_max_concurrency.",
     )
     llm_question_slots: int = Field(
         0,
         ge=0,
-        description="Questions whose LLM calls may interleave on the server; the others wait their turn "
-        "(a question's prompts extend one another, and a server with one slot keeps only the last "
-        "prompt: interleaved questions evaluate every prompt from the start). 0: for llama.cpp the servers' "
-        "slot counts added up (one for a server that reports none: llama-cpp-python has one slot), no limit "
-        "for vLLM and OpenAI (they batch and cache prefixes).",
+        description="Questions (of one service process) whose LLM calls may interleave on the server; the others "
+        "wait their turn (a question's prompts extend one another, and a server with one slot keeps only"
+        " the last prompt: interleaved questions evaluate every prompt from the start). 0: for llama.cpp"
+        " the servers' slot counts added up (one for a server that reports none: llama-cpp-python has "
+        "one slot), no limit for vLLM and OpenAI (they batch and cache prefixes).",
     )
     llm_backoff_base: float = Field(0.5, ge=0, description="First retry back-off, seconds (doubles, jittered).")
     llm_backoff_max: float = Field(8.0, ge=0, description="Longest retry back-off, seconds.")
@@ -183,7 +183,7 @@ class Settings(BaseSettings):
     api_max_question_chars: int = Field(2000, ge=1, description="Longest question, characters (400).")
     api_max_k: int = Field(100, ge=1, le=10_000, description="Largest `k` (and `size`) a request may ask.")
     api_max_concurrent_asks: int = Field(
-        8, ge=1, description="`_ask` requests served at once; more are refused with 429."
+        8, ge=1, description="`_ask` requests one service process serves at once; more are refused with 429."
     )
     api_max_queries: int = Field(1024, ge=1, description="Queries one Search-R1 `POST /retrieve` batch may hold.")
     retrieve_mode: Literal["bm25", "dense", "hybrid"] = Field(

@@ -34,8 +34,11 @@ AGG_TYPES: dict[str, set[str]] = {
 }
 SERVICE_KEYS = {
     "image", "build", "command", "entrypoint", "environment", "ports", "volumes", "depends_on", "healthcheck",
-    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks",
+    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks", "profiles",
 }  # fmt: skip
+CLUSTER = {"es01", "es02", "es03", "hopsearch-a", "hopsearch-b", "hopsearch-lb"}
+ES_NODES = ["es01", "es02", "es03"]
+REPLICAS = ["hopsearch-a", "hopsearch-b"]
 
 
 def default_of(value: str) -> str:
@@ -73,9 +76,10 @@ def saved_objects() -> list[dict[str, Any]]:
 
 
 def test_compose_structure(compose: dict[str, Any]) -> None:
-    assert set(compose) <= {"name", "services", "volumes", "networks", "configs", "secrets"}
+    extensions = {key for key in compose if key.startswith("x-")}  # anchors the services merge
+    assert set(compose) - extensions <= {"name", "services", "volumes", "networks", "configs", "secrets"}
     services = compose["services"]
-    assert set(services) == {"elasticsearch", "kibana", "kibana-setup", "vllm", "hopsearch"}
+    assert set(services) == {"elasticsearch", "kibana", "kibana-setup", "vllm", "hopsearch", *CLUSTER}
     for name, service in services.items():
         assert set(service) <= SERVICE_KEYS, name
         assert "image" in service or "build" in service, name
@@ -88,7 +92,9 @@ def test_compose_structure(compose: dict[str, Any]) -> None:
             else:
                 assert source in compose["volumes"], volume
         for dependency, condition in service.get("depends_on", {}).items():
-            assert dependency in services and "healthcheck" in services[dependency], (name, dependency)
+            assert dependency in services, (name, dependency)
+            checked = services[dependency].get("build", {}).get("dockerfile") == "docker/Dockerfile"  # HEALTHCHECK
+            assert checked or "healthcheck" in services[dependency], (name, dependency)
             assert condition == {"condition": "service_healthy"}
         if "healthcheck" in service:
             assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
@@ -237,3 +243,78 @@ def test_the_ndjson_is_what_the_generator_writes(saved_objects: list[dict[str, A
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.render() == (DOCKER / "kibana" / "hopsearch.ndjson").read_text()
+
+
+def started_with(compose: dict[str, Any], name: str) -> set[str]:
+    """The services ``docker compose up NAME`` starts: NAME and what it depends on, transitively."""
+    services = compose["services"]
+    found = {name}
+    for dependency in services[name].get("depends_on", {}):
+        found |= started_with(compose, dependency)
+    return found
+
+
+def test_the_cluster_profile_is_three_nodes_and_two_replicas_behind_a_balancer(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    profiled = {name for name, service in services.items() if "profiles" in service}
+    assert profiled == CLUSTER and all(services[name]["profiles"] == ["cluster"] for name in CLUSTER)
+    # Naming the balancer starts the cluster, the replicas and vLLM, not the single-node stack.
+    assert started_with(compose, "hopsearch-lb") == CLUSTER | {"vllm"}
+    single = services["elasticsearch"]
+    volumes = set()
+    for name in ES_NODES:
+        node = services[name]
+        environment = node["environment"]
+        assert default_of(node["image"]) == default_of(single["image"])  # the same full 7.17 distribution
+        assert environment["node.name"] == name and "discovery.type" not in environment
+        assert environment["discovery.seed_hosts"].split(",") == ES_NODES
+        assert environment["cluster.initial_master_nodes"].split(",") == ES_NODES
+        assert environment["cluster.name"] == services["es01"]["environment"]["cluster.name"]
+        assert environment["xpack.security.enabled"] == "false"
+        assert "wait_for_nodes=3" in node["healthcheck"]["test"][1]
+        (volume,) = node["volumes"]
+        volumes.add(volume.split(":")[0])
+    assert len(volumes) == 3 and volumes <= set(compose["volumes"])
+
+
+def test_the_replicas_are_the_service_over_every_node(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    single = services["hopsearch"]
+    published = set()
+    for name in REPLICAS:
+        replica = services[name]
+        environment = replica["environment"]
+        for variable in environment:
+            assert variable.startswith("HOPSEARCH_") and variable[10:].lower() in Settings.model_fields, variable
+        urls = environment["HOPSEARCH_ES_URL"].split(",")
+        assert urls == [f"http://{node}:9200" for node in ES_NODES]
+        assert Settings(es_url=environment["HOPSEARCH_ES_URL"]).es_url == urls  # what the service parses
+        assert int(environment["HOPSEARCH_PASSAGES_REPLICAS"]) >= 1
+        for variable, value in single["environment"].items():  # the rest as the single-node service has it
+            if variable != "HOPSEARCH_ES_URL":
+                assert environment[variable] == value, (name, variable)
+        assert replica["build"] == single["build"] and replica["image"] == single["image"]
+        assert not {"healthcheck", "command", "entrypoint"} & set(replica)  # the image's own (Dockerfile)
+        (port,) = replica["ports"]
+        assert port.endswith(f":{environment['HOPSEARCH_API_PORT']}")
+        published.add(port.rsplit(":", 1)[0])
+    assert len(published) == 2
+    first = services["hopsearch-a"]["depends_on"]
+    assert set(first) == {*ES_NODES, "vllm"}  # the whole cluster healthy before `hopsearch init`
+    assert set(services["hopsearch-b"]["depends_on"]) == {"hopsearch-a"}  # init runs once, in the first
+
+
+def test_the_balancer_spreads_over_both_replicas(compose: dict[str, Any]) -> None:
+    balancer = compose["services"]["hopsearch-lb"]
+    (volume,) = balancer["volumes"]
+    source, target, _ = volume.split(":")
+    config = (DOCKER / source).read_text()
+    assert target == "/etc/nginx/conf.d/default.conf"
+    servers = re.findall(r"^\s*server\s+([\w.-]+:\d+)", config, re.M)
+    port = compose["services"]["hopsearch-a"]["environment"]["HOPSEARCH_API_PORT"]
+    assert servers == [f"{name}:{port}" for name in REPLICAS]
+    (listen,) = re.findall(r"^\s*listen\s+(\d+);", config, re.M)
+    assert balancer["ports"] == [f"127.0.0.1:{listen}:{listen}"]
+    assert f"127.0.0.1:{listen}/_health/live" in " ".join(balancer["healthcheck"]["test"])
+    assert "proxy_buffering off;" in config  # _ask streams Server-Sent Events
+    assert set(balancer["depends_on"]) == set(REPLICAS)

@@ -23,7 +23,7 @@ from hopsearch.service.api.responses import OrjsonResponse, error_body, error_re
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
-from hopsearch.service.settings import Settings
+from hopsearch.service.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"
@@ -86,6 +86,12 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.add_middleware(front.Front, state=state, routes=app.router.routes)
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
+
+
+def app_from_settings() -> FastAPI:
+    """The app over the settings of the environment: the factory each ``hopsearch serve --workers N``
+    process builds its own app with (nothing is shared between them but Elasticsearch)."""
+    return create_app(load_settings())
 
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:

@@ -2,14 +2,19 @@
 
 Each app owns its :class:`~prometheus_client.CollectorRegistry`, so several apps in one process (tests)
 do not share counters. Labels are bounded: routes are templates (``/{index}/_retrieve``), never paths.
+
+Every figure is this process's own: with ``hopsearch serve --workers N`` (or several instances) each
+process counts what it served, and ``hopsearch_process_info{pid=…}`` says which process answered the
+scrape; add the processes up (scrape each instance, or sum by ``pid``) for the whole service.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -20,6 +25,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self.process = Info("hopsearch_process", "The service process these figures belong to.", registry=r)
+        self.process.info({"pid": str(os.getpid())})
         self.requests = Counter(
             "hopsearch_http_requests", "HTTP requests served.", ["method", "route", "status"], registry=r
         )

@@ -91,6 +91,7 @@ class LLMClient:
         self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
         self.slots = ServerSlots(self._http, settings, self._pool.auth)
         self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
+        self._version: tuple[str | None] | None = None
         self._questions: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> LLMClient:
@@ -136,6 +137,23 @@ class LLMClient:
                 log.warning("could not probe the LLM server kind; assuming no vLLM extensions")
                 return "llamacpp"
         return self._engine
+
+    async def server_version(self) -> str | None:
+        """The server's release from ``GET /version`` beside ``/v1`` of the first base URL (vLLM
+        serves it), read once; None when the server gives none."""
+        if self._version is None:
+            base = self._pool.urls[0]
+            root = base.removesuffix("/v1")
+            found: str | None = None
+            try:
+                auth = self._pool.auth.get(base, httpx.USE_CLIENT_DEFAULT)
+                response = await self._http.get(f"{root}/version", timeout=10.0, auth=auth)
+                body = response.json() if response.status_code == 200 else {}
+                found = str(body["version"]) if isinstance(body, dict) and "version" in body else None
+            except (httpx.HTTPError, ValueError) as exc:
+                log.warning("could not read the server release from %s/version: %s", root, exc)
+            self._version = (found,)
+        return self._version[0]
 
     @contextlib.asynccontextmanager
     async def question(self) -> AsyncIterator[None]:

@@ -20,8 +20,9 @@ determined (:data:`~hopsearch.service.llm.types.StopMethod`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from hopsearch.service.llm.client import LLMClient, Message
 from hopsearch.service.llm.sse import cut_at_first
@@ -96,11 +97,16 @@ async def complete_until(
     max_tokens: int = 128,
     deadline: float | None = None,
     fallback: StopFallback = "stream",
+    extra: Mapping[str, Any] | None = None,
 ) -> Completion:
-    """Plain completion of ``prompt`` until a stop string (any server)."""
+    """Plain completion of ``prompt`` until a stop string (any server); ``extra``: more request fields
+    (a constraint, :mod:`~hopsearch.service.llm.guided`) for the generation, not for a stop follow-up."""
 
     async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
-        return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut)
+        fields = extra if not suffix else None
+        return await client.complete(
+            prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut, extra=fields
+        )
 
     return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
 
@@ -113,9 +119,10 @@ async def continue_until(
     max_tokens: int = 128,
     deadline: float | None = None,
     fallback: StopFallback = "stream",
+    extra: Mapping[str, Any] | None = None,
 ) -> Completion:
     """Continue the final (assistant) message inside the chat template (vLLM
-    ``continue_final_message``) until a stop string."""
+    ``continue_final_message``) until a stop string; ``extra`` as in :func:`complete_until`."""
     *head, last = messages
 
     async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
@@ -127,6 +134,7 @@ async def continue_until(
             continue_final_message=True,
             deadline=deadline,
             stream_cut=cut,
+            extra=extra if not suffix else None,
         )
 
     return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
