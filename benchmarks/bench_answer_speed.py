@@ -203,12 +203,11 @@ def verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     at = next((i for i, (x, y) in enumerate(pairs) if x != y), None)
     if at is None or at >= len(before["decided_by"]) or at >= len(after["decided_by"]):
         return plain
-    misread = (
-        str(before["decided_by"][at]).startswith("no-marker (finish_reason=stop)")
-        and before["generated"][at] == after["generated"][at]
-        and after["decided_by"][at] == "fallback-stream"
-    )
-    return f"DIFFERENT: before misread the marker@{at + 1}" if misread else f"DIFFERENT@{at + 1}"
+    unnamed = str(before["decided_by"][at]).startswith("no-marker (finish_reason=stop)")
+    if unnamed and before["generated"][at] == after["generated"][at] and after["decided_by"][at] == "fallback-stream":
+        return f"DIFFERENT: before misread the marker@{at + 1}"
+    # Another text first (cache numerics at a near tie), and before's follow-up named no marker.
+    return f"DIFFERENT@{at + 1} (before: stop, no marker named)" if unnamed else f"DIFFERENT@{at + 1}"
 
 
 def base_settings(args: argparse.Namespace, prefix: str, port: int, fallback: str, state: Path) -> Settings:
