@@ -1,0 +1,50 @@
+"""The lean ``_retrieve`` path takes only what it can answer exactly as the route would; the rest goes
+to the FastAPI route (whose errors name the field). The answers themselves are compared over real
+Elasticsearch in ``test_api_routes.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopsearch.service.api.fast_retrieve import FastRetrieve, _json_type
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"query": "Lethal Weapon"}',
+        b'{"query": "x", "k": 3, "mode": "hybrid", "fusion": "bool", "weights": [1, 2], "legs": true}',
+        b'{"query": "x", "filters": [{"term": {"source": "docs"}}]}',
+        '{"query": "日本の映画"}'.encode(),
+    ],
+)
+def test_well_formed_requests_take_the_lean_path(body: bytes) -> None:
+    assert FastRetrieve._parse(body) is not None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b'{"query": ',
+        b'[{"query": "x"}]',
+        b'"x"',
+        b'{"query": ""}',
+        b'{"query": "x", "k": "many"}',
+        b'{"query": "x", "size": 3}',
+        b'{"k": 3}',
+        b'{"query": "x", "k": NaN}',
+        b'{"query": "x", "k": 100000000000000000000000}',
+        b'{"query": "\\ud800"}',
+    ],
+)
+def test_everything_else_goes_to_the_route(body: bytes) -> None:
+    assert FastRetrieve._parse(body) is None
+
+
+def test_only_json_bodies_are_read() -> None:
+    assert _json_type([(b"content-type", b"application/json")])
+    assert _json_type([(b"host", b"h"), (b"content-type", b"Application/JSON; charset=utf-8")])
+    assert not _json_type([(b"content-type", b"application/vnd.x+json")])
+    assert not _json_type([(b"content-type", b"text/plain")])
+    assert not _json_type([])
