@@ -25,6 +25,7 @@ from typing import Any
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.llm.guided import Guide, guided_fields, score_candidates
+from hopsearch.service.strategies.answer_compare import compare_answer, comparison_parts
 from hopsearch.service.strategies.answer_types import AnswerShape, answer_shape
 
 MONTHS = "January February March April May June July August September October November December".split()  # noqa: SIM905
@@ -113,11 +114,20 @@ async def guided_answer(
     *,
     prompt: str | None,
     deadline: float | None,
+    compare: bool = True,
 ) -> tuple[Completion, dict[str, Any]]:
     """The final-answer completion, constrained to the question's type where the server allows it, and
-    the trace details saying how (``constrained``; ``scores`` for a logprob comparison). ``prompt``: the
-    completion prompt a logprob comparison continues (None where the call is a chat turn)."""
+    the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for
+    a same-country / same-nationality question answered by comparing two sub-answers,
+    :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob
+    comparison continues and the sub-questions are asked in (None where the call is a chat turn)."""
     shape = answer_shape(question)
+    parts = comparison_parts(question) if compare and shape.type == "yes_no" and prompt is not None else None
+    if parts is not None and prompt is not None:
+        compared = await compare_answer(llm, question, prompt, parts, deadline=deadline)
+        if compared is not None:
+            done, found = compared
+            return done, {"constrained": "compare", "compared": found}
     guide = guide_for(shape, question)
     if guide is None:
         return await generate({}), {}
