@@ -13,8 +13,9 @@
    same 3 calls one after the other.
 
 Starts its own Elasticsearch 8.19 node (hopsearch.cli.esnode, integ-test-zip from the cache) on a free
-port in a temporary folder (or uses the one at ``--es-url``), indexes passages from the shared 2WikiMultihopQA sample (their context
-paragraphs; synthetic passages when the sample is absent), and stops the node at the end.
+port in a temporary folder (or uses the one at ``--es-url``), indexes passages from the shared
+2WikiMultihopQA sample (their context paragraphs; synthetic passages when the sample is absent), and
+stops the node at the end.
 """
 
 from __future__ import annotations
