@@ -177,6 +177,11 @@ class Settings(BaseSettings):
         "stop reading at the first marker (one request), read the marker with a short follow-up "
         "completion, or generate without the stop strings to `max_tokens` and cut client-side.",
     )
+    answer_type_model: bool = Field(
+        False,
+        description="Where the rules cannot tell a question's answer type (free text), ask the model in one "
+        "constrained call (a date, a number, yes or no, or a name) and constrain the final answer to it.",
+    )
 
     # --- HTTP service (`hopsearch serve`) ---------------------------------------------------------
     api_host: str = Field("127.0.0.1", description="Address `hopsearch serve` listens on.")

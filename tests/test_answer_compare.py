@@ -143,3 +143,44 @@ async def test_the_shared_final_answer_compares_too() -> None:
 def test_a_comparison_of_nationality_asks_for_it() -> None:
     parts = Comparison("A", "B", "nationality")
     assert parts.sub_question("A") == "What is the nationality of A?"
+
+
+def type_then_answer(kind: str, reply: str) -> object:
+    """Chooses ``kind`` when asked for the answer type (rambling around it), then replies ``reply``."""
+
+    def script(request: ScriptRequest) -> str:
+        if request.prompt.endswith("It asks for:"):
+            return f" I think it is {kind}, probably."
+        return reply
+
+    return script
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-stream"])
+async def test_the_model_chooses_the_type_where_the_rules_cannot(flavour: str) -> None:
+    question = "What is the birth date of the director of Jaws?"  # free text by the rules
+    sink = MemoryTraceSink()
+    script = type_then_answer("a date", " 1. He was born on December 18, 1946 in Ohio.")
+    with server_for(flavour, script) as server:
+        async with LLMClient(settings_for(server, flavour, answer_type_model=True)) as llm:
+            single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
+            answer = await single.answer(question, AskOptions(k=2))
+    answer.raise_for_error()
+    assert answer.text == "December 18, 1946"  # the answer constrained to the date the model chose
+    step = sink.documents[answer.trace.trace_id]["steps"][-1]
+    assert step["answer_type"] == "date"
+    assert step["details"]["answer_type_by"] == "model" and step["details"]["model_answer_type"] == "date"
+    assert step["llm_calls"] == 2 and len(server.constrained) == 2  # the type call counts with the answer
+    assert [sent.strip() for _, _, _, sent in server.constrained] == ["a date", "December 18, 1946"]
+
+
+async def test_without_the_setting_the_rules_alone_decide() -> None:
+    question = "What is the birth date of the director of Jaws?"
+    sink = MemoryTraceSink()
+    with server_for("llamacpp-stream", type_then_answer("a date", " Steven Spielberg was born in 1946")) as server:
+        async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
+            single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback="stream")
+            answer = await single.answer(question, AskOptions(k=2))
+    assert answer.text == "Steven Spielberg was born in 1946" and len(server.prompts) == 1
+    step = sink.documents[answer.trace.trace_id]["steps"][-1]
+    assert step["answer_type"] == "text" and step["details"] is None

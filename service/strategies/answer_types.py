@@ -203,7 +203,8 @@ def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
     return answer
 
 
-def typed_answer(raw: str, question: str) -> tuple[str, AnswerShape]:
-    """The final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape."""
-    shape = answer_shape(question)
+def typed_answer(raw: str, question: str, shape: AnswerShape | None = None) -> tuple[str, AnswerShape]:
+    """The final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape (by the
+    rules unless ``shape`` is given)."""
+    shape = shape or answer_shape(question)
     return match_shape(clean_answer(raw, question), shape, question), shape
