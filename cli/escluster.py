@@ -9,6 +9,7 @@ waited for: every member must answer and see all ``N`` nodes.
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import replace
 
@@ -38,6 +39,24 @@ def cluster_specs(base: esnode.NodeSpec, nodes: int, *, heap: str = "256m") -> l
         )
         for i in range(nodes)
     ]
+
+
+def free_base_port(nodes: int, *, attempts: int = 50) -> int:
+    """A loopback port ``P`` with ``P … P + nodes - 1`` all free (the members' HTTP ports)."""
+    for _ in range(attempts):
+        base = esnode.free_port()
+        if base + nodes - 1 <= 65535 and all(_free(base + i) for i in range(1, nodes)):
+            return base
+    raise NodeError(f"no {nodes} consecutive free loopback ports found")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def cluster_status(specs: list[esnode.NodeSpec]) -> dict[str, object] | None:
@@ -70,3 +89,35 @@ def start_cluster(specs: list[esnode.NodeSpec], *, timeout: float = 300.0) -> di
 def stop_cluster(specs: list[esnode.NodeSpec]) -> int:
     """Stop every member; returns how many were running."""
     return sum(esnode.stop(spec) for spec in specs)
+
+
+def wait_for_status(
+    specs: list[esnode.NodeSpec], *, status: str = "green", timeout: float = 300.0
+) -> dict[str, object]:
+    """Wait until the cluster has all ``len(specs)`` members and its health is ``status`` (or better),
+    asking whichever member answers; :class:`NodeError` after ``timeout``."""
+    query = f"_cluster/health?wait_for_status={status}&wait_for_nodes={len(specs)}&timeout=5s"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for spec in specs:
+            health = probe(f"{spec.url}/{query}", timeout=10)
+            if isinstance(health, dict) and not health.get("timed_out"):
+                return health
+        time.sleep(0.5)
+    raise NodeError(f"the {len(specs)}-node cluster did not become {status} within {timeout:.0f} s")
+
+
+def wait_answering(spec: esnode.NodeSpec, *, timeout: float = 300.0) -> None:
+    """Wait until the member answers HTTP (it may not be in the cluster yet); :class:`NodeError` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while esnode.ping(spec.url) is None:
+        if time.monotonic() > deadline:
+            raise NodeError(f"{spec.name} did not answer at {spec.url} within {timeout:.0f} s (log: {spec.log_file})")
+        time.sleep(0.5)
+
+
+def restart_member(specs: list[esnode.NodeSpec], i: int, *, timeout: float = 300.0) -> dict[str, object]:
+    """Stop member ``i`` (SIGTERM: a graceful shutdown), start it again, wait until the cluster is green."""
+    esnode.stop(specs[i])
+    esnode.launch(specs[i])
+    return wait_for_status(specs, timeout=timeout)

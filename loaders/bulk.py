@@ -12,7 +12,10 @@ Items refused with 429 (and a whole request refused with 429) go through the cli
 ``async_streaming_bulk`` with exponential back-off; every other item error is returned for the dead
 letters. Connection errors and other request errors are raised, translated: the pipeline stops with
 its checkpoint and ``--resume`` goes on (ids are deterministic, so a resent document is overwritten,
-never duplicated).
+never duplicated). So are items the cluster could not take (a 5xx item: ``unavailable_shards_exception``
+where a shard has no active primary, or fewer active copies than ``es_wait_for_active_shards`` asks for,
+within the write ``timeout``): those documents are fine, the cluster is not, and dead-lettering them would
+lose them quietly.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import orjson
 
 from hopsearch.loaders.model import LoadOptions, SourceBatch
-from hopsearch.service.errors import StoreError
+from hopsearch.service.errors import StoreError, StoreUnavailable
 from hopsearch.service.store import Store
 
 #: What the first attempt reads back: a few bytes per item, matched to the request by position.
@@ -83,7 +86,20 @@ async def send_batch(
             failures.append({op: {**info, "_id": batch.ids[i]}})
     if again:
         failures += await _retry(store, index, batch, body, again, ok, options)
+    _raise_cluster_side(failures, count)
     return ok, failures
+
+
+def _raise_cluster_side(failures: list[Mapping[str, Any]], count: int) -> None:
+    """Raise where an item failed with a 5xx: the cluster could not take it (resend after ``--resume``)."""
+    unavailable = [info for item in failures for info in item.values() if int(info.get("status", 0)) >= 500]
+    if unavailable:
+        error = unavailable[0].get("error")
+        reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
+        raise StoreUnavailable(
+            f"bulk: the cluster could not take {len(unavailable)} of {count} documents ({reason})",
+            details={"status": int(unavailable[0].get("status", 503))},
+        )
 
 
 async def _retry(

@@ -2,11 +2,14 @@
 
 The target is the concrete index behind the passages alias, a new passages version for ``--rebuild``
 (the alias moves to it atomically once it is full), or the index a checkpoint names on ``--resume``.
-While a load runs the index has ``refresh_interval: -1`` and no replicas; the previous values (the
-``passages_replicas`` setting where it is set) are restored afterwards, also when the load fails (if
-Elasticsearch cannot be reached then, the values stay in the checkpoint and the resumed load restores
-them). After the restore the load waits for the replicas to be placed (green; yellow where there are
-fewer data nodes than copies, as on a single node) and warns where that does not happen in a minute.
+While a load runs the index has ``refresh_interval: -1`` and no replicas (unless
+``es_wait_for_active_shards`` asks every write to reach ``n`` copies: then ``n - 1`` replicas stay, as a
+write could never be acknowledged otherwise); the previous values (the ``passages_replicas`` setting
+where it is set) are restored afterwards, also when the load fails (if Elasticsearch cannot be reached
+then, the values stay in the checkpoint and the resumed load restores them). After the restore of a load
+that finished, the load waits for the replicas to be placed (green; yellow where there are fewer data
+nodes than copies, as on a single node) and warns where that does not happen in a minute; a load that
+failed does not wait (its index may lack a primary until a node comes back: the resumed load waits).
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from hopsearch.service.types import Embedder
 log = logging.getLogger(__name__)
 
 LOAD_SETTINGS = {"refresh_interval": "-1", "number_of_replicas": 0}
+
+
+def load_settings(wait_for_active_shards: str | None) -> dict[str, Any]:
+    """The index settings during a load: :data:`LOAD_SETTINGS`, with the replicas a numeric
+    ``wait_for_active_shards`` needs (``2`` keeps one replica; ``all`` means the copies there are)."""
+    copies = int(wait_for_active_shards) if wait_for_active_shards and wait_for_active_shards.isdigit() else 1
+    return {**LOAD_SETTINGS, "number_of_replicas": max(0, copies - 1)}
 
 
 async def open_target(
@@ -72,18 +82,26 @@ async def load_time_settings(store: Store, index: str, restore: dict[str, Any] |
             "refresh_interval": refresh,
             "number_of_replicas": current.get("number_of_replicas", "1") if replicas is None else replicas,
         }
-    await store.put_settings(index, LOAD_SETTINGS)
+    await store.put_settings(index, load_settings(store.settings.es_wait_for_active_shards))
+    finished = False
     try:
         yield restore
+        finished = True
     finally:
         try:
             await store.put_settings(index, restore)
         except StoreError as exc:
             log.warning("could not restore the settings of %s (%s); --resume restores them", index, exc)
         else:
-            try:
-                health = await store.wait_for_health(index)
-            except StoreError as exc:
-                health = {"timed_out": True, "error": str(exc)}
-            if health.get("timed_out"):
-                log.warning("index %s did not reach %s after the load: %s", index, health.get("wanted"), health)
+            if finished:
+                await _wait_placed(store, index)
+
+
+async def _wait_placed(store: Store, index: str) -> None:
+    """Wait for the restored replicas to be placed; a miss is a warning."""
+    try:
+        health = await store.wait_for_health(index)
+    except StoreError as exc:
+        health = {"timed_out": True, "error": str(exc)}
+    if health.get("timed_out"):
+        log.warning("index %s did not reach %s after the load: %s", index, health.get("wanted"), health)

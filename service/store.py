@@ -328,6 +328,17 @@ class Store:
         self._meta_cache.clear()
 
     # --- documents -------------------------------------------------------------------------------
+    def write_params(self) -> dict[str, str]:
+        """Query parameters of every write (documents and ``_bulk``): ``wait_for_active_shards`` where the
+        ``es_wait_for_active_shards`` setting asks for more than Elasticsearch's default, and a ``timeout``
+        for a shard without its copies (a primary on a node that left, copies not yet active) of half the
+        client's request timeout, so that Elasticsearch answers ``unavailable_shards_exception`` (a clear
+        error) before the client gives up on the request and resends it to the next node for as long."""
+        params = {"timeout": f"{max(1, int(self.settings.es_request_timeout / 2))}s"}
+        if self.settings.es_wait_for_active_shards:
+            params["wait_for_active_shards"] = self.settings.es_wait_for_active_shards
+        return params
+
     async def put_document(
         self,
         index: str,
@@ -347,8 +358,7 @@ class Store:
             params |= {"if_seq_no": if_seq_no, "if_primary_term": if_primary_term}
         if create:
             params["op_type"] = "create"
-        if self.settings.es_wait_for_active_shards:
-            params["wait_for_active_shards"] = self.settings.es_wait_for_active_shards
+        params |= self.write_params()
         await call(
             self.client.index(index=index, id=doc_id, body=dict(body), **params),
             f"index document into {index}",
@@ -488,10 +498,11 @@ class Store:
     async def post_bulk(self, index: str, body: bytes, *, filter_path: str) -> dict[str, Any]:
         """One ``_bulk`` request of a ready NDJSON ``body`` into ``index`` (a refusal keeps its HTTP status
         in the raised error's ``details``)."""
+        params = self.write_params()
         if self.info.major >= 8:
-            request = self.client.bulk(operations=body, index=index, filter_path=filter_path)
+            request = self.client.bulk(operations=body, index=index, filter_path=filter_path, **params)
         else:
-            request = self.client.bulk(body=body, index=index, filter_path=filter_path)
+            request = self.client.bulk(body=body, index=index, filter_path=filter_path, **params)
         return body_of(await call(request, "bulk"))
 
     async def stream_bulk(
@@ -504,9 +515,9 @@ class Store:
         **options: Any,
     ) -> AsyncIterator[tuple[bool, dict[str, Any]]]:
         """``(ok, item)`` per action through the library's ``async_streaming_bulk`` (429s retried with
-        back-off; item errors yielded, not raised). An action may be a pair of ready NDJSON lines
-        ``(action, source)`` as bytes: the 7.x client is given them as text. ``options`` go to the
-        helper (``index``, ``filter_path``, ``chunk_size``…)."""
+        back-off; item errors yielded, not raised; :meth:`write_params` apply). An action may be a pair of
+        ready NDJSON lines ``(action, source)`` as bytes: the 7.x client is given them as text. ``options``
+        go to the helper (``index``, ``filter_path``, ``chunk_size``…)."""
         if self.info.major < 8 and isinstance(actions, Iterable):
             actions = (_as_text(action) for action in actions)
         stream = self._helpers.async_streaming_bulk(
@@ -516,7 +527,7 @@ class Store:
             raise_on_exception=raise_on_exception,
             max_retries=max_retries,
             initial_backoff=initial_backoff,
-            **options,
+            **(self.write_params() | options),
         )
         with translated("bulk"):
             async for success, item in stream:

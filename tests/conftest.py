@@ -35,6 +35,8 @@ NODE_REPORTS: dict[str, str] = {}
 #: label → outcome → number of tests that used the node
 OUTCOMES: dict[str, dict[str, int]] = {}
 _LABELS_OF: dict[str, list[str]] = {}
+#: What the three-node cluster tests measured (which path a load took, failed requests…), for the summary.
+CLUSTER_LINES: list[str] = []
 #: The bundled 2WikiMultihopQA slice (24 questions with their context paragraphs; loaders/data/NOTICE.md).
 SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "loaders" / "data" / "sample_2wiki.jsonl"
 
@@ -203,7 +205,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The closing lines: the Elasticsearch versions this run actually tested against."""
+    """The closing lines: the Elasticsearch versions this run actually tested against (and what the
+    three-node cluster tests counted)."""
+    if CLUSTER_LINES:
+        terminalreporter.section("Three-node clusters")
+        for line in CLUSTER_LINES:
+            terminalreporter.write_line(line)
     if not _LABELS_OF:
         return
     terminalreporter.section("Elasticsearch versions tested")

@@ -56,6 +56,36 @@ async def test_retrieve_answers_in_an_elasticsearch_envelope(es_node: EsNode) ->
     assert short.json()["hits"]["hits"][0]["_id"] == "p-spielberg"
 
 
+async def test_retrieve_answers_alike_on_the_lean_path_and_through_the_route(es8_node: EsNode) -> None:
+    """A well-formed ``application/json`` request takes the lean path (``api/fast_retrieve.py``); the same
+    body as another JSON type (``+json``, which only the FastAPI route reads) takes the route: one answer,
+    one metrics label, the same API-key check."""
+    body = {"query": "Lethal Weapon director", "k": 3, "filters": [{"range": {"chunk": {"gte": 0}}}]}
+    async with serving(es8_node.url) as api:
+        url = f"/{api.alias}/_retrieve"
+        lean = await api.client.post(url, json=body)
+        routed = await api.client.post(
+            url, content=json.dumps(body), headers={"Content-Type": "application/vnd.hopsearch+json"}
+        )
+        charset = await api.client.post(
+            url, content=json.dumps(body), headers={"Content-Type": "Application/JSON; charset=utf-8"}
+        )
+        too_big = await api.client.post(url, json={**body, "k": 10_000})
+        no_key = await api.client.post(url, json=body, headers={"Authorization": ""})
+        metrics = (await api.client.get("/_metrics")).text
+    assert lean.status_code == routed.status_code == charset.status_code == 200, lean.text
+    assert lean.headers["content-type"] == routed.headers["content-type"] == "application/json"
+    assert lean.headers["x-elastic-product"] == "Elasticsearch"
+    answers = [response.json() for response in (lean, routed, charset)]
+    for answer in answers:
+        answer.pop("took")
+    assert answers[0] == answers[1] == answers[2] and answers[0]["hits"]["hits"][0]["_id"] in {"p-lethal", "p-lethal2"}
+    assert error_of(too_big)[:2] == (400, "illegal_argument_exception") and "[body.k]" in error_of(too_big)[2]
+    assert no_key.status_code == 401
+    assert 'hopsearch_http_requests_total{method="POST",route="/{index}/_retrieve",status="200"} 3.0' in metrics
+    assert 'hopsearch_retrievals_total{mode="bm25",source="retrieve"} 3.0' in metrics
+
+
 @pytest.mark.parametrize(
     "text", ["title:foo AND (bar OR", "Lethal* ~ [1 TO", '"unbalanced', "text:/regex.*/ && || !", "\\"]
 )

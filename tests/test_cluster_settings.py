@@ -7,11 +7,13 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from hopsearch.cli.main import main
 from hopsearch.loaders.api import load_dpr
 from hopsearch.loaders.model import LoadOptions
+from hopsearch.service.errors import StoreError
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
 from tests.loader_files import write_dpr
@@ -53,6 +55,33 @@ async def test_a_load_drops_replicas_and_restores_the_configured_count(es_node: 
             health = await store.wait_for_health(index, timeout_s=30)
             assert health["status"] == "yellow" and not health["timed_out"]
             assert await store.count(index) == 300
+        finally:
+            await store.client.indices.delete(index=f"{settings.index_prefix}-*")
+
+
+async def test_a_load_waits_for_the_copies_es_wait_for_active_shards_asks_for(es_node: EsNode, tmp_path: Path) -> None:
+    """``2`` on one node: the load keeps the replica that a second copy needs (it cannot be placed here),
+    every ``_bulk`` waits for two active copies, Elasticsearch answers 503 after the write timeout (half
+    the request timeout) and the load stops with that error and its checkpoint, nothing dead-lettered.
+    ``all`` (every copy there is; a load has none but the primary) loads."""
+    settings = make_settings(es_node.url, es_wait_for_active_shards="2", es_request_timeout=4)
+    path = tmp_path / "psgs.tsv"
+    write_dpr(path, 300)
+    dead = tmp_path / "dead.jsonl"
+    async with await Store.connect(settings) as store:
+        try:
+            options = LoadOptions(checkpoint=tmp_path / "cp.json", dead_letter=dead, batch_size=100)
+            with pytest.raises(StoreError) as stopped:
+                await load_dpr(store, path, options, embedder=None)
+            assert "unavailable_shards_exception" in str(stopped.value) and "--resume" in str(stopped.value)
+            assert not dead.exists() or not dead.read_text().strip()
+            index = await store.passages_index()
+            assert index is not None and (await store.get_settings(index))["number_of_replicas"] == "0"
+            every = make_settings(es_node.url, es_wait_for_active_shards="all", index_prefix=settings.index_prefix)
+            async with await Store.connect(every) as all_copies:
+                options = LoadOptions(checkpoint=tmp_path / "cp2.json", dead_letter=dead, batch_size=100)
+                report = await load_dpr(all_copies, path, options, embedder=None)
+            assert (report.indexed, report.rejected) == (300, 0) and await store.count(index) == 300
         finally:
             await store.client.indices.delete(index=f"{settings.index_prefix}-*")
 

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
@@ -82,6 +83,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(ui.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
+    app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
     app.add_middleware(Gate, state=state, routes=app.router.routes)
     app.add_middleware(front.Front, state=state, routes=app.router.routes)
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]

@@ -34,6 +34,8 @@ from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
 PRODUCT = (b"x-elastic-product", b"Elasticsearch")
+#: Paths whose route decision :class:`Front` remembers (the memory is emptied when full).
+OWN_CACHE = 4096
 
 
 @router.head("/", response_model=None)
@@ -74,6 +76,7 @@ class Front:
         self.state = state
         self._routes = routes
         self._leaves: list[BaseRoute] | None = None
+        self._own_paths: dict[tuple[str, str], bool] = {}
         self.forwarder = Forwarder(state.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,9 +97,19 @@ class Front:
             self.state.metrics.request(scope["method"], "proxy", status, time.perf_counter() - started)
 
     def _own(self, scope: Scope) -> bool:
-        if self._leaves is None:  # every route is registered before the first request
-            self._leaves = leaf_routes(self._routes)
-        return any(route.matches(scope)[0] != Match.NONE for route in self._leaves)
+        """Whether a hopsearch route answers ``scope``'s path (any method); remembered per path (the
+        same few paths come again and again: matching every route costs more than the rest of a
+        ``_retrieve``'s routing), up to :data:`OWN_CACHE` paths."""
+        key = (scope["path"], scope.get("root_path", ""))
+        own = self._own_paths.get(key)
+        if own is None:
+            if self._leaves is None:  # every route is registered before the first request
+                self._leaves = leaf_routes(self._routes)
+            own = any(route.matches(scope)[0] != Match.NONE for route in self._leaves)
+            if len(self._own_paths) >= OWN_CACHE:
+                self._own_paths.clear()
+            self._own_paths[key] = own
+        return own
 
     def _own_scope(self, scope: Scope) -> Scope:
         """A key in ``X-Hopsearch-Key`` is the one the gate checks (``Authorization`` is then ES's); a

@@ -43,16 +43,26 @@ class Metrics:
         self.questions = Counter("hopsearch_questions", "Questions answered.", ["strategy", "status"], registry=r)
         self.asks_in_flight = Gauge("hopsearch_asks_in_flight", "Questions being answered now.", registry=r)
         self.llm_calls = Counter("hopsearch_llm_calls", "LLM calls made by strategies.", ["strategy"], registry=r)
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._retrieval_children: dict[str, Counter] = {}
         self.tokens = Counter(
             "hopsearch_llm_tokens", "LLM tokens, by direction (in, out).", ["strategy", "direction"], registry=r
         )
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:  # a label lookup costs more than the update itself: once per label set
+            children = self.requests.labels(method, route, str(status)), self.latency.labels(method, route)
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def retrieval(self, mode: str, count: int = 1) -> None:
-        self.retrievals.labels("retrieve", mode).inc(count)
+        child = self._retrieval_children.get(mode)
+        if child is None:
+            child = self._retrieval_children[mode] = self.retrievals.labels("retrieve", mode)
+        child.inc(count)
 
     def question(self, strategy: str, status: str, totals: Mapping[str, Any]) -> None:
         self.questions.labels(strategy, status).inc()

@@ -118,8 +118,13 @@ async def metrics(request: Request) -> Response:
 @router.post("/{index}/_retrieve", response_model=None, responses={200: {"model": RetrieveResponse}})
 async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) -> OrjsonResponse:
     """BM25, dense or hybrid search with literal filters; the mode and dense method used are reported."""
+    return OrjsonResponse(await run_retrieve(state_of(request), index, body))
+
+
+async def run_retrieve(state: ApiState, index: str, body: RetrieveRequest) -> dict[str, Any]:
+    """The body of a ``_retrieve`` answer (this route's, and :mod:`.fast_retrieve`'s for well-formed
+    requests)."""
     started = time.perf_counter()
-    state = state_of(request)
     check_k(state, body.k, "body.k")
     if len(body.query) > state.settings.api_max_question_chars:
         raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
@@ -143,7 +148,7 @@ async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) ->
         raise
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)
-    return OrjsonResponse(retrieve_envelope(runtime.retriever.index, result, took, state.hit_sources))
+    return retrieve_envelope(runtime.retriever.index, result, took, state.hit_sources)
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})

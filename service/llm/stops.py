@@ -9,8 +9,14 @@ stop string from end-of-sequence). Three fallbacks, chosen by the caller's ``fal
               marker, cut there client-side and closed (:mod:`~hopsearch.service.llm.sse`): exact,
               one request, and the server stops generating when the stream closes.
 ``followup``  ask with the stop strings, then continue the prompt plus the text with a few tokens and
-              no stop strings; the marker the model writes next is the one that stopped it
-              (greedy decoding regenerates it). One extra, short request.
+              no stop strings; the marker the model writes next is taken for the one that stopped
+              it. One extra, short request. NOT exact on llama-cpp-python: its server applies
+              ``repeat_penalty`` 1.1 by default to the tokens generated within a request, and the
+              follow-up starts with an empty history, so greedy decoding may write something else
+              there (measured on 2Wiki with Gemma 3 270M: the model wrote ``\nLet's search`` because
+              ``Follow`` was penalised; the follow-up, unpenalised, wrote ``\nFollow up: …`` and the
+              step was taken for "no marker" — see ``benchmarks/bench_answer_speed.py``). Kept for
+              servers without streaming.
 ``cut``       ask without the stop strings and cut the text at the earliest marker client-side.
               Exact, but the model keeps generating up to ``max_tokens``.
 
@@ -20,8 +26,9 @@ determined (:data:`~hopsearch.service.llm.types.StopMethod`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from hopsearch.service.llm.client import LLMClient, Message
 from hopsearch.service.llm.sse import cut_at_first
@@ -96,11 +103,16 @@ async def complete_until(
     max_tokens: int = 128,
     deadline: float | None = None,
     fallback: StopFallback = "stream",
+    extra: Mapping[str, Any] | None = None,
 ) -> Completion:
-    """Plain completion of ``prompt`` until a stop string (any server)."""
+    """Plain completion of ``prompt`` until a stop string (any server); ``extra``: more request fields
+    (a constraint, :mod:`~hopsearch.service.llm.guided`) for the generation, not for a stop follow-up."""
 
     async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
-        return await client.complete(prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut)
+        fields = extra if not suffix else None
+        return await client.complete(
+            prompt + suffix, stop=stop, max_tokens=tokens, deadline=deadline, stream_cut=cut, extra=fields
+        )
 
     return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)
 
@@ -113,9 +125,10 @@ async def continue_until(
     max_tokens: int = 128,
     deadline: float | None = None,
     fallback: StopFallback = "stream",
+    extra: Mapping[str, Any] | None = None,
 ) -> Completion:
     """Continue the final (assistant) message inside the chat template (vLLM
-    ``continue_final_message``) until a stop string."""
+    ``continue_final_message``) until a stop string; ``extra`` as in :func:`complete_until`."""
     *head, last = messages
 
     async def call(suffix: str, stop: Sequence[str], tokens: int, cut: Sequence[str]) -> Completion:
@@ -127,6 +140,7 @@ async def continue_until(
             continue_final_message=True,
             deadline=deadline,
             stream_cut=cut,
+            extra=extra if not suffix else None,
         )
 
     return await generate_until(client, call, stops, max_tokens=max_tokens, fallback=fallback)

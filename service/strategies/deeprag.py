@@ -34,9 +34,11 @@ plain completions of the transcript.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from hopsearch.service.llm import Completion, complete_until, continue_until
+from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import (
     AskOptions,
     RecordedStrategy,
@@ -108,17 +110,23 @@ class DeepRAG(RecordedStrategy):
     name = "deeprag"
 
     async def _generate(
-        self, context: RunContext, question: str, transcript: str, stops: Sequence[str], chat: bool
+        self,
+        context: RunContext,
+        question: str,
+        transcript: str,
+        stops: Sequence[str],
+        chat: bool,
+        extra: Mapping[str, Any] | None = None,
     ) -> Completion:
         context.check_llm_budget(1 if len(stops) <= 1 else 2)
         tokens, deadline, fallback = context.options.max_tokens, context.deadline, self.stop_fallback
         if chat:
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": transcript}]
             return await continue_until(
-                self.llm, messages, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+                self.llm, messages, stops, max_tokens=tokens, deadline=deadline, fallback=fallback, extra=extra
             )
         return await complete_until(
-            self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback
+            self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback, extra=extra
         )
 
     async def _answer_line(
@@ -134,11 +142,23 @@ class DeepRAG(RecordedStrategy):
     ) -> tuple[str, str]:
         """Generate one answer line after a marker; returns (transcript, answer). ``decided_by``
         marks a final answer forced without the model's marker (the depth limit); the ``final`` answer
-        is cleaned and fitted to the question's type (:func:`typed_final`)."""
-        done = await self._generate(context, question, transcript, ("\n",), chat)
+        is constrained to the question's type where the server allows it (:func:`guided_answer`), then
+        cleaned and fitted to it (:func:`typed_final`)."""
+        how: dict[str, Any] = {}
+        if final:
+
+            async def generate(extra: Mapping[str, Any]) -> Completion:
+                return await self._generate(context, question, transcript, ("\n",), chat, extra)
+
+            prompt = None if chat else transcript
+            done, how = await guided_answer(
+                self.llm, question, generate, prompt=prompt, deadline=context.deadline, compare=False
+            )
+        else:
+            done = await self._generate(context, question, transcript, ("\n",), chat)
         line = done.text.split("\n", 1)[0].rstrip()
         forced = decided_by is not None
-        answer, fields = typed_final(question, line.strip()) if final else (line.strip(), {})
+        answer, fields = typed_final(question, line.strip(), how) if final else (line.strip(), {})
         step = Step.from_completion(
             "answer",
             done,

@@ -2,14 +2,17 @@
 Generation for Knowledge-Intensive NLP Tasks", NeurIPS 2020; the "single-step" baseline of DeepRAG).
 
 Stopping rule: none to decide — one retrieval of the top k passages for the question, one answer
-generation that stops at the end of the answer line.
+generation that stops at the end of the answer line (constrained to the question's answer type where
+the server allows it: :mod:`~hopsearch.service.strategies.answer_guides`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from hopsearch.service.llm import complete_until
+from hopsearch.service.llm import Completion, complete_until
+from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, single_prompt, typed_final
 from hopsearch.service.traces import Citation, Step
@@ -24,15 +27,20 @@ class SingleRetrieval(RecordedStrategy):
         hits = await context.retrieve(question, depth=1)
         prompt = single_prompt(question, context_line(hits))
         context.check_llm_budget()
-        done = await complete_until(
-            self.llm,
-            prompt,
-            ("\n",),
-            max_tokens=context.options.max_tokens,
-            deadline=context.deadline,
-            fallback=self.stop_fallback,
-        )
-        answer, fields = typed_final(question, done.text.split("\n", 1)[0].strip())
+
+        async def generate(extra: Mapping[str, Any]) -> Completion:
+            return await complete_until(
+                self.llm,
+                prompt,
+                ("\n",),
+                max_tokens=context.options.max_tokens,
+                deadline=context.deadline,
+                fallback=self.stop_fallback,
+                extra=extra,
+            )
+
+        done, how = await guided_answer(self.llm, question, generate, prompt=prompt, deadline=context.deadline)
+        answer, fields = typed_final(question, done.text.split("\n", 1)[0].strip(), how)
         context.recorder.add(
             Step.from_completion(
                 "answer", done, depth=1, prompt_chars=len(prompt), decision="final", decided_by="single", **fields

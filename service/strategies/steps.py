@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
-from hopsearch.service.strategies.answer_types import typed_answer
+from hopsearch.service.strategies.answer_guides import guided_answer
+from hopsearch.service.strategies.answer_types import AnswerShape, typed_answer
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
 from hopsearch.service.types import Hit
@@ -193,12 +194,16 @@ async def ask_text(
     return await context.llm.chat(user(prompt), stop=stop, max_tokens=max_tokens, deadline=context.deadline)
 
 
-async def ask_answer(context: RunContext, prompt: str, *, max_tokens: int) -> Completion:
+async def ask_answer(
+    context: RunContext, prompt: str, *, max_tokens: int, extra: Mapping[str, Any] | None = None
+) -> Completion:
     """The final answer: a plain completion of a prompt that ends in ``Answer:``; the caller keeps its first
     non-empty line (:func:`answer_line`). Base models continue such a prompt, where in a chat turn a small one
     tends to echo the instruction. No newline stop: a model that starts with a line break would answer ""."""
     context.check_llm_budget()
-    return await context.llm.complete(prompt, stop=("\n\n\n",), max_tokens=max_tokens, deadline=context.deadline)
+    return await context.llm.complete(
+        prompt, stop=("\n\n\n",), max_tokens=max_tokens, deadline=context.deadline, extra=extra
+    )
 
 
 def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any) -> Step:
@@ -207,10 +212,13 @@ def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any
 
 def typed_final(question: str, line: str, details: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The final answer line cleaned and fitted to the question's type
-    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`), and the step fields that record
-    it: ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
-    answer, shape = typed_answer(line, question)
+    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`; the type the model chose where
+    ``details`` carries one, ``answer_type_by: model``), and the step fields that record it:
+    ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
     merged = dict(details) if details is not None else {}
+    chosen = merged.get("model_answer_type")
+    shape = AnswerShape(chosen) if chosen in {"date", "number", "yes_no"} else None
+    answer, shape = typed_answer(line, question, shape)
     if shape.candidates:
         merged["candidates"] = list(shape.candidates)
     if answer != line:
@@ -226,10 +234,17 @@ async def final_answer(
     decided_by: str,
     details: Mapping[str, Any] | None = None,
 ) -> str:
-    """The final answer call (:func:`ask_answer`), recorded as the ``answer`` step; returns its
-    :func:`answer_line` cleaned and fitted to the question's type (:func:`typed_final`)."""
-    done = await ask_answer(context, prompt, max_tokens=context.options.max_tokens)
-    answer, fields = typed_final(context.recorder.question, answer_line(done.text), details)
+    """The final answer call (:func:`ask_answer`, constrained to the question's type where the server
+    allows it: :func:`~hopsearch.service.strategies.answer_guides.guided_answer`), recorded as the
+    ``answer`` step; returns its :func:`answer_line` cleaned and fitted to the question's type
+    (:func:`typed_final`)."""
+    question = context.recorder.question
+
+    async def generate(extra: Mapping[str, Any]) -> Completion:
+        return await ask_answer(context, prompt, max_tokens=context.options.max_tokens, extra=extra)
+
+    done, how = await guided_answer(context.llm, question, generate, prompt=prompt, deadline=context.deadline)
+    answer, fields = typed_final(question, answer_line(done.text), {**(details or {}), **how})
     step = text_step("answer", done, prompt, depth=depth, decision="final", decided_by=decided_by, **fields)
     context.recorder.add(step)
     return answer

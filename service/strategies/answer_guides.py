@@ -1,0 +1,188 @@
+"""Final answers constrained to the question's type where the type allows it (issue 19).
+
+:func:`guide_for` turns an :class:`~hopsearch.service.strategies.answer_types.AnswerShape` into a
+:class:`~hopsearch.service.llm.guided.Guide`: a ``choice`` is one of the named candidates, ``yes_no``
+is yes / no (はい / いいえ for a Japanese question), a ``date`` and a ``number`` follow a pattern;
+``text`` has none. Patterns are built once as small expressions rendered both as a regular
+expression (vLLM) and as GBNF (llama.cpp), so both servers get the same language. A leading space is
+allowed: after ``Answer:`` a model's likeliest first token starts with one.
+
+:func:`guided_answer` runs a strategy's final-answer call under the guide (vLLM guided decoding,
+a llama.cpp grammar), or where the server has neither, picks the likeliest candidate of a choice or
+yes/no from the server's logprobs (:func:`~hopsearch.service.llm.guided.score_candidates`); where
+that fails too, the call runs as before and the post-hoc fit (:func:`match_shape`) applies. What was
+done is returned for the trace (``details.constrained``: structured_outputs, guided, grammar,
+logprobs, none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hopsearch.service.lang import detect_lang
+from hopsearch.service.llm import Completion, LLMClient
+from hopsearch.service.llm.guided import Guide, guided_fields, score_candidates
+from hopsearch.service.strategies.answer_compare import compare_answer, comparison_parts
+from hopsearch.service.strategies.answer_types import AnswerShape, answer_shape
+
+MONTHS = "January February March April May June July August September October November December".split()  # noqa: SIM905
+NUMBER_WORDS = "one two three four five six seven eight nine ten eleven twelve".split()  # noqa: SIM905
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One expression in both notations: ``regex`` (Python / vLLM) and ``gbnf`` (llama.cpp)."""
+
+    regex: str
+    gbnf: str
+
+
+_REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
+
+
+def lit(text: str) -> Pattern:
+    """A literal: regex metacharacters escaped (nothing else: regex engines differ on other escapes)."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return Pattern(_REGEX_SPECIAL.sub(r"\\\1", text), f'"{quoted}"')
+
+
+def alt(*parts: Pattern) -> Pattern:
+    return Pattern("(" + "|".join(p.regex for p in parts) + ")", "(" + " | ".join(p.gbnf for p in parts) + ")")
+
+
+def seq(*parts: Pattern) -> Pattern:
+    return Pattern("".join(p.regex for p in parts), " ".join(p.gbnf for p in parts))
+
+
+def opt(part: Pattern) -> Pattern:
+    return Pattern(f"({part.regex})?", f"({part.gbnf})?")
+
+
+def digits(low: int, high: int) -> Pattern:
+    """``low`` to ``high`` digits (GBNF spelled out: older llama.cpp grammars have no ``{m,n}``)."""
+    return Pattern(f"[0-9]{{{low},{high}}}", " ".join(["[0-9]"] * low + ["[0-9]?"] * (high - low)))
+
+
+def any_of(characters: str) -> Pattern:
+    """Zero or more of the characters of a class such as ``0-9,``."""
+    return Pattern(f"[{characters}]*", f"[{characters}]*")
+
+
+_SPACE = opt(lit(" "))
+_MONTH = alt(*(lit(m) for m in MONTHS))
+#: "1939", "June 1939", "17 June 1939", "June 17, 1939" — the forms of 2WikiMultihopQA's dates.
+_DAY_MONTH = seq(opt(seq(digits(1, 2), lit(" "))), _MONTH, lit(" "), opt(seq(digits(1, 2), lit(", "))))
+EN_DATE = seq(opt(_DAY_MONTH), digits(3, 4))
+#: 1939年, 1939年6月, 1939年6月17日.
+JA_DATE = seq(digits(1, 4), lit("年"), opt(seq(digits(1, 2), lit("月"), opt(seq(digits(1, 2), lit("日"))))))
+EN_NUMBER = alt(seq(digits(1, 1), any_of("0-9,")), *(lit(w) for w in NUMBER_WORDS))
+JA_NUMBER = seq(digits(1, 1), any_of("0-9,"))
+
+
+def _guide(pattern: Pattern, choice: tuple[str, ...] = ()) -> Guide:
+    whole = seq(_SPACE, pattern)
+    return Guide(grammar=f"root ::= {whole.gbnf}\n", choice=choice, regex=None if choice else whole.regex)
+
+
+def guide_for(shape: AnswerShape, question: str) -> Guide | None:
+    """The constraint of a final answer of ``shape``; None for free text."""
+    japanese = detect_lang(question) == "ja"
+    if shape.type == "choice" and shape.candidates:
+        choice = tuple(shape.candidates)
+    elif shape.type == "yes_no":
+        choice = ("はい", "いいえ") if japanese else ("yes", "no", "Yes", "No")
+    elif shape.type == "date":
+        return _guide(JA_DATE if japanese else EN_DATE)
+    elif shape.type == "number":
+        return _guide(JA_NUMBER if japanese else EN_NUMBER)
+    else:
+        return None
+    return _guide(alt(*(lit(c) for c in choice)), choice)
+
+
+#: ``generate(extra)``: the strategy's own final-answer call with ``extra`` request fields added.
+Generate = Callable[[Mapping[str, Any]], Awaitable[Completion]]
+
+
+async def guided_answer(
+    llm: LLMClient,
+    question: str,
+    generate: Generate,
+    *,
+    prompt: str | None,
+    deadline: float | None,
+    compare: bool = True,
+) -> tuple[Completion, dict[str, Any]]:
+    """The final-answer completion, constrained to the question's type where the server allows it, and
+    the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for
+    a same-country / same-nationality question answered by comparing two sub-answers,
+    :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob
+    comparison continues and the sub-questions are asked in (None where the call is a chat turn)."""
+    shape = answer_shape(question)
+    parts = comparison_parts(question) if compare and shape.type == "yes_no" and prompt is not None else None
+    if parts is not None and prompt is not None:
+        compared = await compare_answer(llm, question, prompt, parts, deadline=deadline)
+        if compared is not None:
+            done, found = compared
+            return done, {"constrained": "compare", "compared": found}
+    chose: dict[str, Any] = {}
+    typed: Completion | None = None
+    if shape.type == "text" and llm.settings.answer_type_model:
+        shape, chose, typed = await model_shape(llm, question, deadline=deadline)
+
+    async def generate_counted(extra: Mapping[str, Any]) -> Completion:
+        done = await generate(extra)
+        if typed is None:
+            return done
+        # The type call is part of this answer: its call, tokens and attempts count in the step.
+        return replace(
+            done,
+            calls=done.calls + typed.calls,
+            usage=typed.usage + done.usage,
+            attempts=typed.attempts + done.attempts,
+            latency_ms=round(typed.latency_ms + done.latency_ms, 3),
+        )
+
+    guide = guide_for(shape, question)
+    if guide is None:
+        return await generate_counted({}), chose
+    fields, method = await guided_fields(llm, guide)
+    if method != "none":
+        return await generate_counted(fields), {**chose, "constrained": method}
+    if guide.choice and prompt is not None:
+        scored = await score_candidates(llm, prompt, guide.choice, deadline=deadline)
+        if scored is not None:
+            done, scores = scored
+            return done, {**chose, "constrained": "logprobs", "scores": {c: round(v, 4) for c, v in scores.items()}}
+    return await generate_counted({}), {**chose, "constrained": "none"}
+
+
+#: The model's choice of answer type -> the type (``answer_type_model``).
+TYPE_CHOICES = {"a date": "date", "a number": "number", "yes or no": "yes_no", "a name": "text"}
+
+
+def type_prompt(question: str) -> str:
+    return (
+        f"Question: {' '.join(question.split())}\n"
+        "Does the question ask for a date, a number, yes or no, or a name?\nIt asks for:"
+    )
+
+
+async def model_shape(
+    llm: LLMClient, question: str, *, deadline: float | None
+) -> tuple[AnswerShape, dict[str, Any], Completion | None]:
+    """The answer type the model chooses for a question the rules read as free text: one call constrained
+    to the four kinds (on a server without constraints: no call, free text). The details record the
+    choice (``model_answer_type``, ``answer_type_by: model``, the call's output); the call itself is
+    returned to be counted with the answer."""
+    guide = _guide(alt(*(lit(c) for c in TYPE_CHOICES)), tuple(TYPE_CHOICES))
+    fields, method = await guided_fields(llm, guide)
+    if method == "none":
+        return AnswerShape("text"), {}, None
+    done = await llm.complete(type_prompt(question), max_tokens=8, deadline=deadline, extra=fields)
+    chosen = TYPE_CHOICES.get(done.text.strip().casefold(), "text")
+    details = {"answer_type_by": "model", "model_answer_type": chosen, "type_output": done.text}
+    return AnswerShape(chosen), details, done  # type: ignore[arg-type]
