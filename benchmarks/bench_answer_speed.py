@@ -115,6 +115,17 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
 
+    def memory_kb(self) -> tuple[int, int] | None:
+        """(resident, peak resident) in kB from ``/proc``; None once the process is gone."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
     def offset(self) -> int:
         return self.log.stat().st_size
 
@@ -145,6 +156,7 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
     result = await side.runtime.strategy("deeprag").answer(record.question, side.options)
     wall = time.monotonic() - started
     await asyncio.sleep(0.3)  # let the server's log lines land
+    memory = side.server.memory_kb()
     evaluated, logged = side.server.evaluated_since(offset)
     totals = result.trace.totals()
     steps = [s for s in result.trace.steps if s.kind == "generate"]
@@ -156,9 +168,13 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
         "prompt_tokens_evaluated": evaluated,
         "retrievals": int(totals["retrievals"]),
         "decisions": [s.decision for s in steps],
+        "decided_by": [s.decided_by for s in steps],
+        "generated": [s.output for s in steps],
         "answer": result.text,
         "em": score(result.text, record.answers).em,
         "error": str(result.error) if result.error else None,
+        "server_rss_mb": round(memory[0] / 1024) if memory else None,
+        "server_peak_rss_mb": round(memory[1] / 1024) if memory else None,
     }
     side.rows.append(row)
     return row
@@ -171,6 +187,28 @@ def same_decisions(before: list[Any], after: list[Any]) -> str:
         ok = after[:at] == before[:at] and len(before) > at and before[at] in ("retrieve", "parametric")
         return f"same, repeat@{at + 1}" if ok else "DIFFERENT"
     return "same" if before == after else "DIFFERENT"
+
+
+def verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """:func:`same_decisions`, and for ``DIFFERENT`` whether the first differing step is one where
+    "before" misread the marker: the same generated text, but before's follow-up request named no
+    marker (decided ``final``, ``no-marker (finish_reason=stop)``: a stop string did end the text)
+    while after's stream saw the one the model wrote. The follow-up is a second request whose
+    repeat-penalty history (llama-cpp-python's default ``repeat_penalty`` 1.1 over the tokens
+    generated in that request) starts empty, so greedy decoding need not write the same marker again."""
+    plain = same_decisions(before["decisions"], after["decisions"])
+    if plain != "DIFFERENT" or "generated" not in before:
+        return plain
+    pairs = zip(before["decisions"], after["decisions"], strict=False)
+    at = next((i for i, (x, y) in enumerate(pairs) if x != y), None)
+    if at is None or at >= len(before["decided_by"]) or at >= len(after["decided_by"]):
+        return plain
+    misread = (
+        str(before["decided_by"][at]).startswith("no-marker (finish_reason=stop)")
+        and before["generated"][at] == after["generated"][at]
+        and after["decided_by"][at] == "fallback-stream"
+    )
+    return f"DIFFERENT: before misread the marker@{at + 1}" if misread else f"DIFFERENT@{at + 1}"
 
 
 def base_settings(args: argparse.Namespace, prefix: str, port: int, fallback: str, state: Path) -> Settings:
@@ -238,22 +276,23 @@ async def main(args: argparse.Namespace) -> int:
         loaded = await ensure_qa_contexts(store, Path(args.questions), records)
         await store.refresh()
         print(f"corpus: {loaded.indexed} context passages of {len(records)} questions, prefix {prefix}\n")
-        header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}  decisions"
+        header = f"{'#':>2} {'wall b':>7} {'wall a':>7} {'ratio':>5} {'calls b/a':>9} {'eval tok b/a':>13}"
+        header += f" {'peak MB b/a':>11}  decisions"
         print(header)
         for number, record in enumerate(asked, start=int(start or 1)):
             order = ("before", "after") if number % 2 else ("after", "before")
             rows = {name: await answer(sides[name], record) for name in order}
             b, a = rows["before"], rows["after"]
-            verdict = same_decisions(b["decisions"], a["decisions"])
-            b["same"] = a["same"] = verdict
+            b["same"] = a["same"] = verdict(b, a)
             if args.out:
                 append_rows(Path(args.out), {"before": b, "after": a})
             ratio = a["wall_s"] / b["wall_s"] if b["wall_s"] else float("nan")
             print(
                 f"{number:>2} {b['wall_s']:>7.1f} {a['wall_s']:>7.1f} {ratio:>5.2f} "
                 f"{b['llm_calls']:>4}/{a['llm_calls']:<4} "
-                f"{b['prompt_tokens_evaluated']:>6}/{a['prompt_tokens_evaluated']:<6}"
-                f"  {verdict}{'  errors: ' + str(b['error'] or a['error']) if b['error'] or a['error'] else ''}",
+                f"{b['prompt_tokens_evaluated']:>6}/{a['prompt_tokens_evaluated']:<6} "
+                f"{b['server_peak_rss_mb'] or 'gone':>5}/{a['server_peak_rss_mb'] or 'gone':<5}"
+                f"  {b['same']}{'  errors: ' + str(b['error'] or a['error']) if b['error'] or a['error'] else ''}",
                 flush=True,
             )
         report(sides)
@@ -280,6 +319,8 @@ def report_files(paths: list[Path]) -> int:
             if line.strip():
                 row = json.loads(line)
                 rows[row.pop("side")].append(row)
+    for b, a in zip(rows["before"], rows["after"], strict=True):
+        b["same"] = a["same"] = verdict(b, a)  # rows of older runs lack what the misread check needs
     sides = {}
     for name, found in rows.items():
         side = Side(name, Server(name, [], 0, Path()), load_settings(), AskOptions())
@@ -298,6 +339,7 @@ def report(sides: dict[str, Side]) -> None:
     ratios = [y["wall_s"] / x["wall_s"] for x, y in zip(b, a, strict=True) if x["wall_s"]]
     same = sum(1 for r in a if r["same"] == "same")
     repeat = sum(1 for r in a if r["same"].startswith("same, repeat"))
+    misread = sum(1 for r in a if "misread" in r["same"])
     n = len(b)
     print(
         f"\nquestions: {n}\n"
@@ -308,7 +350,8 @@ def report(sides: dict[str, Side]) -> None:
         f"after {total(a, 'prompt_tokens_evaluated') / n:.0f}\n"
         f"retrievals per question, mean: before {total(b, 'retrievals') / n:.1f}, "
         f"after {total(a, 'retrievals') / n:.1f}\n"
-        f"decisions: {same} same, {repeat} same up to the repeat guard, {n - same - repeat} different\n"
+        f"decisions: {same} same, {repeat} same up to the repeat guard, {n - same - repeat} different "
+        f"(of these {misread} where before's follow-up misread the marker the model wrote)\n"
         f"EM: before {total(b, 'em') / n:.2f}, after {total(a, 'em') / n:.2f}; "
         f"answers identical: {sum(1 for x, y in zip(b, a, strict=True) if x['answer'] == y['answer'])}/{n}"
     )

@@ -180,6 +180,7 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
             kwargs |= {"sniff_on_start": True, "sniff_on_node_failure": True, "min_delay_between_sniffing": 60}
         return AsyncElasticsearch(
             list(settings.es_url),
+            connections_per_node=settings.es_connections_per_node,
             request_timeout=settings.es_request_timeout,
             max_retries=settings.es_max_retries,
             retry_on_status=RETRY_ON_STATUS,
@@ -195,6 +196,7 @@ def make_client(settings: Settings, info: ServerInfo) -> Any:
         kwargs |= {"sniff_on_start": True, "sniff_on_connection_fail": True, "sniffer_timeout": 60}
     return AsyncElasticsearch7(
         list(settings.es_url),
+        maxsize=settings.es_connections_per_node,
         timeout=settings.es_request_timeout,
         max_retries=settings.es_max_retries,
         retry_on_status=RETRY_ON_STATUS,

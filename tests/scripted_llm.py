@@ -10,6 +10,9 @@ the earliest, report ``stop_reason`` = that string unless ``report_stop_reason``
 were sent before the client closed it or the stream ended.
 Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
 ``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
+Token counts: ``tokenizer`` answers llama-cpp-python's ``POST /extras/tokenize/count`` (the default)
+or llama.cpp's ``POST /tokenize`` with the whitespace count (as ``usage``), or neither (None);
+``counted`` lists every text counted.
 Constraints (issue 19), honoured like the real servers: vLLM-like reads ``structured_outputs``
 (``choice`` / ``regex``) from ``vllm_version`` 0.10.2 on and ``guided_choice`` / ``guided_regex``
 before 0.12 (``GET /version`` reports the release; ``vllm_version=None``: no such endpoint); a field
@@ -36,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -171,7 +174,10 @@ class ScriptedLLM:
         vllm_version: str | None = "0.11.0",
         constrain: bool = True,
         logprob: Callable[[str], float] | None = None,
+        tokenizer: Literal["llama-cpp-python", "llama.cpp"] | None = "llama-cpp-python",
     ) -> None:
+        self.tokenizer = tokenizer
+        self.counted: list[str] = []
         self.vllm_version = vllm_version
         self.constrain = constrain
         self.logprob = logprob
@@ -248,6 +254,10 @@ class ScriptedLLM:
         if self.slots is not None:
             app.router.add_get("/props", self._props)
             self._slot_gate = asyncio.Semaphore(self.slots)
+        if self.tokenizer == "llama-cpp-python":
+            app.router.add_post("/extras/tokenize/count", self._count)
+        elif self.tokenizer == "llama.cpp":
+            app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
@@ -267,6 +277,16 @@ class ScriptedLLM:
 
     async def _props(self, request: web.Request) -> web.Response:
         return web.json_response({"total_slots": self.slots, "model_path": self.model})
+
+    async def _count(self, request: web.Request) -> web.Response:
+        text = str((await request.json())["input"])
+        self.counted.append(text)
+        return web.json_response({"count": tokens(text)})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        text = str((await request.json())["content"])
+        self.counted.append(text)
+        return web.json_response({"tokens": list(range(tokens(text)))})
 
     async def _one_slot_turn(self) -> None:
         """Wait in the server's queue for a slot, then spend ``work_s`` generating (slots mode)."""

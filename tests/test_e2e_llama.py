@@ -16,12 +16,12 @@ import pytest
 
 from hopsearch.cli import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
-from hopsearch.service.llm import LLMClient
+from hopsearch.service.llm import LLMClient, complete_until
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
-from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, STOPS
 from hopsearch.service.traces import ElasticsearchTraceSink
 from tests.conftest import EsNode, unavailable
 
@@ -104,10 +104,23 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
     # Decisions of the model come from the stop string read by the fallback (or the lack of one), or
     # from the repeat guard (a follow-up asked before is not retrieved again).
     assert all(s["decided_by"].startswith(("fallback-", "no-marker", "repeat-of-depth-")) for s in decided)
+    # Streamed steps (closed at the marker, no usage from the server) still count their prompt.
+    assert all(s["tokens_in"] > 0 for s in model_doc["steps"] if s["llm_calls"]), model_doc["steps"]
     always_doc = always.trace.to_document()
     retrievals = [s for s in always_doc["steps"] if s["kind"] == "retrieve"]
     assert retrievals, always_doc["steps"]
     assert set(retrievals[0]["hit_ids"]) <= ids and retrievals[0]["hit_ids"]
+
+
+async def test_a_streamed_step_counts_its_prompt_like_the_server(llama: Settings, sample_questions_path: Path) -> None:
+    """The count the client asks for after a stream (``/extras/tokenize/count``) is the server's own
+    ``usage.prompt_tokens`` for the same prompt (BOS included)."""
+    prompt = f"{DEMONSTRATIONS}\n\nQuestion: {first_question(sample_questions_path)['question']}"
+    async with LLMClient(llama) as llm:
+        streamed = await complete_until(llm, prompt, STOPS, max_tokens=4)
+        plain = await llm.complete(prompt, max_tokens=1)
+    assert streamed.stop_method == "fallback-stream"
+    assert streamed.usage.prompt_tokens == plain.usage.prompt_tokens > 0
 
 
 async def test_health_stays_ready_during_a_long_local_generation(llama: Settings, es8_node: EsNode) -> None:

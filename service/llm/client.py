@@ -27,6 +27,7 @@ import httpx
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
 from hopsearch.service.llm.capacity import ServerSlots
 from hopsearch.service.llm.sse import read_until
+from hopsearch.service.llm.tokencount import PromptCounter
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
 from hopsearch.service.settings import Settings
 
@@ -90,6 +91,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
         self._http = httpx.AsyncClient(transport=transport, headers=headers, timeout=settings.llm_timeout)
         self.slots = ServerSlots(self._http, settings, self._pool.auth)
+        self._counter = PromptCounter(self._http)
         self._engine: Engine | None = None if settings.llm_engine == "auto" else settings.llm_engine
         self._version: tuple[str | None] | None = None
         self._questions: asyncio.Semaphore | None = None
@@ -259,16 +261,30 @@ class LLMClient:
             found = reason if isinstance(reason, str) else None  # int: a stop token id (EOS)
             method = "stop_reason"
         usage = data.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        if stream_cut and not prompt_tokens and isinstance(body.get("prompt"), str):
+            prompt_tokens = await self._count_prompt(attempts[-1].url.removesuffix(path), body["prompt"], deadline)
         return Completion(
             text=str(text),
             finish_reason=finish,
             stop=found,
             stop_method=method,
-            usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+            usage=Usage(prompt_tokens, int(usage.get("completion_tokens") or 0)),
             attempts=tuple(attempts),
             latency_ms=round((time.monotonic() - started) * 1000, 3),
             model=str(data.get("model") or self.model),
         )
+
+    async def _count_prompt(self, base_url: str, prompt: str, deadline: float | None) -> int:
+        """A streamed completion's prompt tokens, counted by the server that served it (a stream
+        closed at its marker carries no usage; :mod:`~hopsearch.service.llm.tokencount`); 0 where
+        it cannot count."""
+        left = self.settings.llm_timeout if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return 0
+        auth = self._pool.auth.get(base_url, httpx.USE_CLIENT_DEFAULT)
+        counted = await self._counter.count(base_url, prompt, auth=auth, wait_s=min(self.settings.llm_timeout, left))
+        return counted or 0
 
     # --- transport with retries ----------------------------------------------------------------
     async def request(

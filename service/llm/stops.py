@@ -9,8 +9,14 @@ stop string from end-of-sequence). Three fallbacks, chosen by the caller's ``fal
               marker, cut there client-side and closed (:mod:`~hopsearch.service.llm.sse`): exact,
               one request, and the server stops generating when the stream closes.
 ``followup``  ask with the stop strings, then continue the prompt plus the text with a few tokens and
-              no stop strings; the marker the model writes next is the one that stopped it
-              (greedy decoding regenerates it). One extra, short request.
+              no stop strings; the marker the model writes next is taken for the one that stopped
+              it. One extra, short request. NOT exact on llama-cpp-python: its server applies
+              ``repeat_penalty`` 1.1 by default to the tokens generated within a request, and the
+              follow-up starts with an empty history, so greedy decoding may write something else
+              there (measured on 2Wiki with Gemma 3 270M: the model wrote ``\nLet's search`` because
+              ``Follow`` was penalised; the follow-up, unpenalised, wrote ``\nFollow up: …`` and the
+              step was taken for "no marker" — see ``benchmarks/bench_answer_speed.py``). Kept for
+              servers without streaming.
 ``cut``       ask without the stop strings and cut the text at the earliest marker client-side.
               Exact, but the model keeps generating up to ``max_tokens``.
 
