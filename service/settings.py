@@ -95,8 +95,8 @@ class Settings(BaseSettings):
     )
     es_wait_for_active_shards: str | None = Field(
         None,
-        description="Shard copies a document write waits for (`1`, `2`… or `all`); unset: the primary only "
-        "(Elasticsearch's default).",
+        description="Shard copies every write waits for, documents and loads (`1`, `2`… or `all`; a load keeps "
+        "the replicas `2`… needs); unset: the primary only (Elasticsearch's default).",
     )
     passages_shards: int = Field(1, ge=1, le=1024, description="Primary shards of a new passages index.")
     passages_replicas: int | None = Field(
