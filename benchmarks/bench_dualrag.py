@@ -1,6 +1,8 @@
 """Benchmark of one DualRAG step on the real Elasticsearch and a delayed scripted LLM server.
 
     .venv/bin/python benchmarks/bench_dualrag.py [--passages 400] [--runs 40] [--delay 0.5]
+        [--es-url http://127.0.0.1:9200]   # a running node instead of one of its own
+        [--profile]   # cProfile of the step: where hopsearch's own time goes
 
 1. Retrieval: 3 entities x 3 keywords (k = 50 each) as ONE ``_msearch`` (what DualRAG does) versus
    nine sequential searches, both through the same merge; median over ``--runs`` after a warm-up. Then
@@ -11,19 +13,25 @@
    same 3 calls one after the other.
 
 Starts its own Elasticsearch 8.19 node (hopsearch.cli.esnode, integ-test-zip from the cache) on a free
-port in a temporary folder, indexes passages from the shared 2WikiMultihopQA sample (their context
-paragraphs; synthetic passages when the sample is absent), and stops the node at the end.
+port in a temporary folder (or uses the one at ``--es-url``), indexes passages from the shared
+2WikiMultihopQA sample (their context paragraphs; synthetic passages when the sample is absent), and
+stops the node at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
 import json
+import os
+import pstats
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,8 +112,8 @@ async def medians_ms(actions: Sequence[Callable[[], Awaitable[object]]], runs: i
     return [statistics.median(samples) for samples in times]
 
 
-async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: int) -> None:
-    settings = load_settings(es_url=[url], index_prefix="bench", embedder="none")
+async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: int, profile: bool = False) -> None:
+    settings = load_settings(es_url=[url], index_prefix=f"bench{uuid.uuid4().hex[:8]}", embedder="none")
     store = await Store.connect(settings)
     try:
         target = await store.ensure_indices(None)
@@ -150,8 +158,34 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
             f"    hopsearch {ours:.2f} ms, node {node:.2f} ms: {ours / node:.2f}x (target <= 1.25x); "
             f"client CPU {cpu_ms:.2f} ms per step"
         )
+        print(f"    load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if profile:
+            await profiled(lambda: gather_candidates(retriever, searches), runs)
     finally:
+        await store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
         await store.close()
+
+
+async def profiled(step: Callable[[], Awaitable[object]], runs: int, top: int = 18) -> None:
+    """cProfile over ``runs`` steps: the functions that take hopsearch's (and its libraries') own time
+    (the waits for the node show as the event loop's ``select``/``poll``)."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(runs):
+        await step()
+    profile.disable()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+    print(f"  cProfile of {runs} steps, by own time:")
+    print("\n".join("    " + line for line in out.getvalue().splitlines() if line.strip())[:6000])
+
+
+def bare_session(url: str) -> aiohttp.ClientSession:
+    """The bare HTTP session of the node's baselines. Without ``Accept-Encoding`` (aiohttp sends
+    ``gzip, deflate`` by default): Elasticsearch then gzips a 150 KB answer and aiohttp inflates it, a
+    cost the Elasticsearch client never pays (it does not ask for compression), which made the node
+    look slower than hopsearch's whole step."""
+    return aiohttp.ClientSession(url, skip_auto_headers=("Accept-Encoding",))
 
 
 async def node_alone(url: str, index: str, bodies: Sequence[dict[str, Any]], runs: int) -> tuple[float, float]:
@@ -160,7 +194,7 @@ async def node_alone(url: str, index: str, bodies: Sequence[dict[str, Any]], run
     dumps = orjson.dumps
     batch = b"".join(dumps({"index": index}) + b"\n" + dumps(body) + b"\n" for body in bodies)
     singles = [dumps(body) for body in bodies]
-    async with aiohttp.ClientSession(url) as http:
+    async with bare_session(url) as http:
 
         async def one() -> None:
             async with http.post("/_msearch", data=batch, headers={"content-type": "application/x-ndjson"}) as reply:
@@ -187,7 +221,7 @@ async def client_over_node(
     view of hopsearch's own work)."""
     dumps = orjson.dumps
     batch = b"".join(dumps({"index": index}) + b"\n" + dumps(body) + b"\n" for body in bodies)
-    async with aiohttp.ClientSession(url) as http:
+    async with bare_session(url) as http:
 
         async def node() -> None:
             async with http.post("/_msearch", data=batch, headers={"content-type": "application/x-ndjson"}) as reply:
@@ -235,7 +269,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--delay", type=float, default=0.5)
     parser.add_argument("--summary-runs", type=int, default=5)
+    parser.add_argument("--es-url", help="use this running Elasticsearch (loopback) instead of starting one")
+    parser.add_argument("--profile", action="store_true", help="cProfile the step: where hopsearch's time goes")
     args = parser.parse_args()
+    if args.es_url:  # a node that runs already (loopback): no node of its own to start
+        asyncio.run(bench_retrieval(args.es_url, passages(args.passages), args.runs, args.profile))
+        asyncio.run(bench_summaries(args.delay, args.summary_runs))
+        return 0
     cache = load_settings().cache_dir
     with tempfile.TemporaryDirectory(prefix="bench-es-") as folder:
         spec = esnode.NodeSpec(
@@ -243,7 +283,7 @@ def main() -> int:
         )
         esnode.start(spec, timeout=300)
         try:
-            asyncio.run(bench_retrieval(spec.url, passages(args.passages), args.runs))
+            asyncio.run(bench_retrieval(spec.url, passages(args.passages), args.runs, args.profile))
         finally:
             esnode.stop(spec)
     asyncio.run(bench_summaries(args.delay, args.summary_runs))

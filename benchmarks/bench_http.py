@@ -271,11 +271,14 @@ async def main(args: argparse.Namespace) -> int:
         service_bodies = [{"query": q, "k": 10} for q in queries]
         es_bodies = [bm25_body(RetrievalQuery(q, k=10), 10) for q in queries]
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        headers = {"Authorization": f"ApiKey {KEY}"}
+        headers = {"Authorization": f"ApiKey {KEY}", "Accept-Encoding": "identity"}
         alias = settings.passages_alias
         es_port = httpx.URL(args.es_url).port or 9200
         es_pid = listening_pid(es_port)
-        direct = httpx.AsyncClient(base_url=args.es_url, limits=limits, timeout=30)
+        # No compression on either side: httpx asks for gzip by default, Elasticsearch then compresses its
+        # answer (the service's own client never asks for it, and uvicorn does not compress).
+        plain = {"Accept-Encoding": "identity"}
+        direct = httpx.AsyncClient(base_url=args.es_url, headers=plain, limits=limits, timeout=30)
         sides = [Side("Elasticsearch _search (direct)", direct, f"/{alias}/_search", es_bodies)]
         for name, python, floor in pythons:
             port = free_port()

@@ -1,14 +1,15 @@
 """A local cluster of N nodes of one Elasticsearch version on loopback (``hopsearch es up --nodes N``).
 
-Each member is an :class:`~.esnode.NodeSpec` of its own (HTTP port ``port + i``, a fixed free transport
-port, its own data, logs and pid file under ``<node_dir>/node-<i>``, a small heap); the members find each
-other through ``discovery.seed_hosts`` (every member's transport address) and bootstrap with
+Each member is an :class:`~.esnode.NodeSpec` of its own (HTTP port ``port + i``, transport port
+``port + 100 + i``, its own data, logs and pid file under ``<node_dir>/node-<i>``, a small heap); the
+members find each other through ``discovery.seed_hosts`` (every member's transport address) and bootstrap with
 ``cluster.initial_master_nodes`` (every member's name). All are spawned first, then the cluster is
 waited for: every member must answer and see all ``N`` nodes.
 """
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from dataclasses import replace
@@ -17,13 +18,20 @@ from hopsearch.cli import esnode
 from hopsearch.cli.process import probe
 from hopsearch.service.errors import NodeError
 
+#: Member ``i`` listens for HTTP on ``port + i`` and for its cluster peers on ``port + 100 + i`` (9200 and
+#: 9300 for the default port, as Elasticsearch lays them out): fixed, so a restarted member binds the same
+#: ports; the test clusters pick theirs below the ephemeral range (:func:`free_base_port`).
+TRANSPORT_OFFSET = 100
+
 
 def cluster_specs(base: esnode.NodeSpec, nodes: int, *, heap: str = "256m") -> list[esnode.NodeSpec]:
     """The members of an ``nodes``-node cluster built from the single-node ``base`` spec."""
     if nodes < 1:
         raise NodeError(f"a cluster needs at least one node, not {nodes}")
     names = [f"hopsearch-{base.port}-{i}" for i in range(nodes)]
-    transports = [esnode.free_port() for _ in range(nodes)]
+    transports = [base.port + TRANSPORT_OFFSET + i for i in range(nodes)]
+    if transports[-1] > 65535:
+        raise NodeError(f"HTTP port {base.port} leaves no room for {nodes} transport ports above it")
     seeds = tuple(f"127.0.0.1:{port}" for port in transports)
     return [
         replace(
@@ -41,13 +49,16 @@ def cluster_specs(base: esnode.NodeSpec, nodes: int, *, heap: str = "256m") -> l
     ]
 
 
-def free_base_port(nodes: int, *, attempts: int = 50) -> int:
-    """A loopback port ``P`` with ``P … P + nodes - 1`` all free (the members' HTTP ports)."""
+def free_base_port(nodes: int, *, attempts: int = 200) -> int:
+    """A loopback port ``P`` with the members' HTTP ports ``P … P + nodes - 1`` and transport ports
+    ``P + 100 …`` all free, below Linux's ephemeral range (32768 up): a port the kernel hands out to some
+    outgoing connection in the meantime cannot then keep a restarted member from binding its own."""
     for _ in range(attempts):
-        base = esnode.free_port()
-        if base + nodes - 1 <= 65535 and all(_free(base + i) for i in range(1, nodes)):
+        base = random.randrange(20000, 32000 - TRANSPORT_OFFSET - nodes)
+        wanted = [base + i for i in range(nodes)] + [base + TRANSPORT_OFFSET + i for i in range(nodes)]
+        if all(_free(port) for port in wanted):
             return base
-    raise NodeError(f"no {nodes} consecutive free loopback ports found")
+    raise NodeError(f"no free loopback ports for {nodes} members found")
 
 
 def _free(port: int) -> bool:

@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from hopsearch.service.esclient import ServerInfo
-from hopsearch.service.types import Fusion, Hit
+from hopsearch.service.types import Fusion, Hit, make_hit
 
 RRF_K = 60
 #: Licence types under which Elasticsearch's ``rrf`` retriever runs.
@@ -52,7 +52,7 @@ def rrf(
 
 
 def with_score(hit: Hit, score: float) -> Hit:
-    return Hit(id=hit.id, score=score, title=hit.title, text=hit.text, source=hit.source)
+    return make_hit(hit.id, score, hit.title, hit.text, hit.source)
 
 
 @dataclass(frozen=True, slots=True)

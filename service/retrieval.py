@@ -42,6 +42,7 @@ from hopsearch.service.types import (
     RetrievalQuery,
     SearchResult,
     embed_queries,
+    make_hit,
 )
 
 __all__ = ["RRF_K", "EsRetriever", "bm25_body", "cosine", "knn_body", "rrf", "script_score_body"]
@@ -66,7 +67,7 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
     append = out.append
     for raw in found["hits"]:
         source = raw.get("_source") or {}
-        append(Hit(raw["_id"], raw.get("_score") or 0.0, source.get("title", ""), source.get("text", ""), source))
+        append(make_hit(raw["_id"], raw.get("_score") or 0.0, source.get("title", ""), source.get("text", ""), source))
     return out
 
 

@@ -86,10 +86,17 @@ class Settings(BaseSettings):
         "(timeouts only with several URLs or sniffing).",
     )
     es_sniff: bool = Field(False, description="Discover the cluster's other nodes (sniffing) at start and on failure.")
+    es_connections_per_node: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="Keep-alive connections the client holds per Elasticsearch node: requests beyond it wait for a "
+        "free one (the libraries' default, 10, queues a 16-client load inside the service).",
+    )
     es_wait_for_active_shards: str | None = Field(
         None,
-        description="Shard copies a document write waits for (`1`, `2`… or `all`); unset: the primary only "
-        "(Elasticsearch's default).",
+        description="Shard copies every write waits for, documents and loads (`1`, `2`… or `all`; a load keeps "
+        "the replicas `2`… needs); unset: the primary only (Elasticsearch's default).",
     )
     passages_shards: int = Field(1, ge=1, le=1024, description="Primary shards of a new passages index.")
     passages_replicas: int | None = Field(
@@ -169,6 +176,11 @@ class Settings(BaseSettings):
         description="Where the server does not report `stop_reason`: stream without the stop strings and "
         "stop reading at the first marker (one request), read the marker with a short follow-up "
         "completion, or generate without the stop strings to `max_tokens` and cut client-side.",
+    )
+    answer_type_model: bool = Field(
+        False,
+        description="Where the rules cannot tell a question's answer type (free text), ask the model in one "
+        "constrained call (a date, a number, yes or no, or a name) and constrain the final answer to it.",
     )
 
     # --- HTTP service (`hopsearch serve`) ---------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError, VersionConflict
-from hopsearch.service.esclient import ServerInfo, body_of, call, make_client, probe, translated
+from hopsearch.service.esclient import NdjsonPoster, ServerInfo, body_of, call, make_client, probe, translated
 from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.settings import Settings
 from hopsearch.service.types import DenseMethod, Embedder
@@ -84,6 +84,8 @@ class Store:
         self._meta_cache: dict[str, dict[str, Any]] = {}
         self._licence: dict[str, Any] | None = None
         self._side_indices_ready = False
+        #: ``_msearch`` through the transport (8.x client); None: through the client's API (7.x)
+        self._poster = NdjsonPoster(client, settings) if info.major >= 8 and client is not None else None
 
     @classmethod
     async def connect(cls, settings: Settings) -> Store:
@@ -485,7 +487,10 @@ class Store:
             return []
         dumps = orjson.dumps  # one NDJSON body, passed through the client as is
         lines = b"".join([b'{"index":' + dumps(index) + b"}\n" + dumps(body) + b"\n" for index, body in searches])
-        response = body_of(await call(self.client.msearch(body=lines), "msearch"))
+        if self._poster is not None:
+            response = await self._poster.post("/_msearch", lines, "msearch")
+        else:  # the 7.x client
+            response = body_of(await call(self.client.msearch(body=lines), "msearch"))
         out: list[dict[str, Any]] = []
         for item in response.get("responses", []):
             if "error" in item and not keep_errors:

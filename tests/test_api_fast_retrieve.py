@@ -4,9 +4,13 @@ Elasticsearch in ``test_api_routes.py``."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from hopsearch.service.api import create_app
 from hopsearch.service.api.fast_retrieve import FastRetrieve, _json_type
+from hopsearch.service.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -48,3 +52,16 @@ def test_only_json_bodies_are_read() -> None:
     assert not _json_type([(b"content-type", b"application/vnd.x+json")])
     assert not _json_type([(b"content-type", b"text/plain")])
     assert not _json_type([])
+
+
+def test_building_the_app_leaves_logging_to_the_host() -> None:
+    """The MCP SDK configures the root logger (rich, INFO) when nothing has: in a ``serve --workers``
+    worker every Elasticsearch request was then logged, costing more than the rest of a ``_retrieve``."""
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        create_app(Settings(embedder="none"))
+        assert root.handlers == [] and root.level == level
+    finally:
+        root.handlers[:] = saved

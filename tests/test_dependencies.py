@@ -46,7 +46,7 @@ def imported(*folders: str) -> dict[str, tuple[set[str], set[str]]]:
                     continue
                 for name in names:
                     top = name.split(".")[0]
-                    if top in sys.stdlib_module_names or top in ("hopsearch", "tests", "__future__"):
+                    if top in sys.stdlib_module_names or top in ("hopsearch", "tests", "benchmarks", "__future__"):
                         continue
                     assert top in owners, f"{path}: imports {top!r}, which no installed distribution provides"
                     _, files = found.setdefault(top, ({normalised(d) for d in owners[top]}, set()))

@@ -13,7 +13,7 @@ def test_members_get_own_ports_folders_and_one_discovery(tmp_path: Path) -> None
     specs = escluster.cluster_specs(base, 3)
     assert [spec.port for spec in specs] == [19400, 19401, 19402]
     assert len({spec.node_dir for spec in specs}) == 3 and all(spec.heap == "256m" for spec in specs)
-    assert len({spec.transport_port for spec in specs}) == 3
+    assert [spec.transport_port for spec in specs] == [19500, 19501, 19502]
     args = [dict(a[2:].split("=", 1) for a in esnode._settings_args(spec, 0)) for spec in specs]
     assert all("discovery.type" not in a for a in args)
     assert {a["cluster.name"] for a in args} == {"hopsearch-cluster-19400"}
@@ -29,3 +29,10 @@ def test_a_single_node_keeps_single_node_discovery(tmp_path: Path) -> None:
     spec = esnode.NodeSpec(version="7.17.29", port=19500, node_dir=tmp_path, cache_dir=tmp_path)
     values = dict(a[2:].split("=", 1) for a in esnode._settings_args(spec, 19501))
     assert values["discovery.type"] == "single-node" and "discovery.seed_hosts" not in values
+
+
+def test_a_free_base_port_leaves_room_for_every_member_below_the_ephemeral_range() -> None:
+    base = escluster.free_base_port(3)
+    assert base >= 20000 and base + escluster.TRANSPORT_OFFSET + 2 < 32768
+    for port in (base, base + 1, base + 2, base + 100, base + 101, base + 102):
+        assert escluster._free(port)

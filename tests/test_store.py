@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.errors import EmbedderMismatch, IndexMissing
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
@@ -185,3 +185,26 @@ async def test_bm25_only_index_refuses_vectors_and_dense_queries(store: Store, m
 async def test_missing_index_is_a_clear_error(store: Store) -> None:
     with pytest.raises(IndexMissing, match="no such index"):
         await EsRetriever(store).search_many([RetrievalQuery("anything")])
+
+
+async def test_msearch_answers_and_refusals_keep_their_shape(store: Store) -> None:
+    """``_msearch`` (through the 8.x client's transport, the API on 7.x): one response per search in
+    order; an item's error raises with its reason (404 as IndexMissing) or comes back with
+    ``keep_errors``; a request the server refuses as a whole is a StoreError with its status (a 400)."""
+    index = await store.ensure_indices(None)
+    ok, errors = await store.bulk(
+        [{"_index": index, "_id": "a", "_source": {"title": "Alpha", "text": "alpha river"}}], refresh=True
+    )
+    assert (ok, errors) == (1, [])
+    alias = store.settings.passages_alias
+    found = await store.msearch([(alias, {"query": {"match": {"text": "river"}}}), (alias, {"size": 0})])
+    assert [len(r["hits"]["hits"]) for r in found] == [1, 0] and found[0]["hits"]["hits"][0]["_id"] == "a"
+    missing = f"{store.settings.index_prefix}-nosuch"
+    with pytest.raises(IndexMissing, match="index_not_found_exception"):
+        await store.msearch([(missing, {"size": 1})])
+    kept = await store.msearch([(alias, {"size": 1}), (missing, {"size": 1})], keep_errors=True)
+    assert "hits" in kept[0] and kept[1]["status"] == 404 and "error" in kept[1]
+    with pytest.raises(StoreError) as refused:
+        await store.msearch([(alias, {"bogus": 1})])
+    assert str(refused.value).startswith("msearch: parsing_exception: ") and "bogus" in str(refused.value)
+    assert refused.value.status == 400 and refused.value.details["status"] == 400

@@ -9,6 +9,7 @@ whose text is the Elasticsearch-style type and reason, redacted like every HTTP 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -42,10 +43,26 @@ async def _guarded(state: ApiState, work: Awaitable[T]) -> T:
         raise ToolError(state.redact(f"{exc.error_type}: {exc}")) from exc
 
 
+def _quiet_server() -> MCPServer:
+    """The SDK's server, without its logging set-up: its constructor calls ``logging.basicConfig`` (a rich
+    handler at INFO on the root logger) wherever the process has not configured logging yet — a worker
+    of ``hopsearch serve --workers``, an app built by another program — and then every Elasticsearch
+    request is logged, costing more CPU than the rest of a ``_retrieve``. Logging stays the host's."""
+    root = logging.getLogger()
+    placeholder = None if root.handlers else logging.NullHandler()
+    if placeholder is not None:
+        root.addHandler(placeholder)  # basicConfig leaves a root with a handler alone
+    try:
+        return MCPServer(name="hopsearch", version=VERSION, instructions=INSTRUCTIONS)
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
 def build_server(state: ApiState) -> MCPServer:
     """The MCP server whose tools call the runtime of ``state``."""
     settings = state.settings
-    server: MCPServer = MCPServer(name="hopsearch", version=VERSION, instructions=INSTRUCTIONS)
+    server = _quiet_server()
 
     def check_text(text: str, field: str) -> None:
         if len(text) > settings.api_max_question_chars:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.llm.guided import Guide, guided_fields, score_candidates
+from hopsearch.service.strategies.answer_compare import compare_answer, comparison_parts
 from hopsearch.service.strategies.answer_types import AnswerShape, answer_shape
 
 MONTHS = "January February March April May June July August September October November December".split()  # noqa: SIM905
@@ -113,20 +114,75 @@ async def guided_answer(
     *,
     prompt: str | None,
     deadline: float | None,
+    compare: bool = True,
 ) -> tuple[Completion, dict[str, Any]]:
     """The final-answer completion, constrained to the question's type where the server allows it, and
-    the trace details saying how (``constrained``; ``scores`` for a logprob comparison). ``prompt``: the
-    completion prompt a logprob comparison continues (None where the call is a chat turn)."""
+    the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for
+    a same-country / same-nationality question answered by comparing two sub-answers,
+    :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob
+    comparison continues and the sub-questions are asked in (None where the call is a chat turn)."""
     shape = answer_shape(question)
+    parts = comparison_parts(question) if compare and shape.type == "yes_no" and prompt is not None else None
+    if parts is not None and prompt is not None:
+        compared = await compare_answer(llm, question, prompt, parts, deadline=deadline)
+        if compared is not None:
+            done, found = compared
+            return done, {"constrained": "compare", "compared": found}
+    chose: dict[str, Any] = {}
+    typed: Completion | None = None
+    if shape.type == "text" and llm.settings.answer_type_model:
+        shape, chose, typed = await model_shape(llm, question, deadline=deadline)
+
+    async def generate_counted(extra: Mapping[str, Any]) -> Completion:
+        done = await generate(extra)
+        if typed is None:
+            return done
+        # The type call is part of this answer: its call, tokens and attempts count in the step.
+        return replace(
+            done,
+            calls=done.calls + typed.calls,
+            usage=typed.usage + done.usage,
+            attempts=typed.attempts + done.attempts,
+            latency_ms=round(typed.latency_ms + done.latency_ms, 3),
+        )
+
     guide = guide_for(shape, question)
     if guide is None:
-        return await generate({}), {}
+        return await generate_counted({}), chose
     fields, method = await guided_fields(llm, guide)
     if method != "none":
-        return await generate(fields), {"constrained": method}
+        return await generate_counted(fields), {**chose, "constrained": method}
     if guide.choice and prompt is not None:
         scored = await score_candidates(llm, prompt, guide.choice, deadline=deadline)
         if scored is not None:
             done, scores = scored
-            return done, {"constrained": "logprobs", "scores": {c: round(v, 4) for c, v in scores.items()}}
-    return await generate({}), {"constrained": "none"}
+            return done, {**chose, "constrained": "logprobs", "scores": {c: round(v, 4) for c, v in scores.items()}}
+    return await generate_counted({}), {**chose, "constrained": "none"}
+
+
+#: The model's choice of answer type -> the type (``answer_type_model``).
+TYPE_CHOICES = {"a date": "date", "a number": "number", "yes or no": "yes_no", "a name": "text"}
+
+
+def type_prompt(question: str) -> str:
+    return (
+        f"Question: {' '.join(question.split())}\n"
+        "Does the question ask for a date, a number, yes or no, or a name?\nIt asks for:"
+    )
+
+
+async def model_shape(
+    llm: LLMClient, question: str, *, deadline: float | None
+) -> tuple[AnswerShape, dict[str, Any], Completion | None]:
+    """The answer type the model chooses for a question the rules read as free text: one call constrained
+    to the four kinds (on a server without constraints: no call, free text). The details record the
+    choice (``model_answer_type``, ``answer_type_by: model``, the call's output); the call itself is
+    returned to be counted with the answer."""
+    guide = _guide(alt(*(lit(c) for c in TYPE_CHOICES)), tuple(TYPE_CHOICES))
+    fields, method = await guided_fields(llm, guide)
+    if method == "none":
+        return AnswerShape("text"), {}, None
+    done = await llm.complete(type_prompt(question), max_tokens=8, deadline=deadline, extra=fields)
+    chosen = TYPE_CHOICES.get(done.text.strip().casefold(), "text")
+    details = {"answer_type_by": "model", "model_answer_type": chosen, "type_output": done.text}
+    return AnswerShape(chosen), details, done  # type: ignore[arg-type]

@@ -5,7 +5,7 @@
 - ``choice``: a comparison that names its candidates — "Who was born first, A or B?", "Which film came
   out first, X or Y?", 「AとBのどちらが…」;
 - ``yes_no``: "Are both … / Is … / Did …?", a Japanese question ending in か with no question word;
-- ``date``: "When …", "What year …", いつ / 何年;
+- ``date``: "When …", "What year …", "What is the date of death of …", いつ / 何年;
 - ``number``: "How many …", いくつ / 何人;
 - ``text`` otherwise (an entity, a place, a person).
 
@@ -38,7 +38,11 @@ _YES_NO = re.compile(
     r"^\s*(?:are|is|was|were|did|do|does|has|have|had|can|could|will|would|should|shall|may|might)\b",
     re.IGNORECASE,
 )
-_DATE = re.compile(r"^\s*(?:when\b|(?:in\s+)?(?:what|which)\s+(?:year|date|month|day|decade|century)\b)", re.IGNORECASE)
+_DATE = re.compile(
+    r"^\s*(?:when\b|(?:in\s+)?(?:what|which)\s+(?:year|date|month|day|decade|century)\b"
+    r"|what\s+(?:is|was)\s+the\s+(?:date|year)\s+of\b)",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"^\s*how\s+(?:many|much|old|long)\b", re.IGNORECASE)
 
 _QUOTED = r"「(?P<{0}q>[^」]+)」|『(?P<{0}w>[^』]+)』|(?P<{0}p>[^\s、。,，「」『』]+?)"
@@ -203,7 +207,8 @@ def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
     return answer
 
 
-def typed_answer(raw: str, question: str) -> tuple[str, AnswerShape]:
-    """The final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape."""
-    shape = answer_shape(question)
+def typed_answer(raw: str, question: str, shape: AnswerShape | None = None) -> tuple[str, AnswerShape]:
+    """The final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape (by the
+    rules unless ``shape`` is given)."""
+    shape = shape or answer_shape(question)
     return match_shape(clean_answer(raw, question), shape, question), shape

@@ -151,7 +151,9 @@ class DeepRAG(RecordedStrategy):
                 return await self._generate(context, question, transcript, ("\n",), chat, extra)
 
             prompt = None if chat else transcript
-            done, how = await guided_answer(self.llm, question, generate, prompt=prompt, deadline=context.deadline)
+            done, how = await guided_answer(
+                self.llm, question, generate, prompt=prompt, deadline=context.deadline, compare=False
+            )
         else:
             done = await self._generate(context, question, transcript, ("\n",), chat)
         line = done.text.split("\n", 1)[0].rstrip()

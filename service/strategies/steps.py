@@ -24,7 +24,7 @@ from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
 from hopsearch.service.strategies.answer_guides import guided_answer
-from hopsearch.service.strategies.answer_types import typed_answer
+from hopsearch.service.strategies.answer_types import AnswerShape, typed_answer
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.traces import Step, StepKind
 from hopsearch.service.types import Hit
@@ -212,10 +212,13 @@ def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any
 
 def typed_final(question: str, line: str, details: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The final answer line cleaned and fitted to the question's type
-    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`), and the step fields that record
-    it: ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
-    answer, shape = typed_answer(line, question)
+    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`; the type the model chose where
+    ``details`` carries one, ``answer_type_by: model``), and the step fields that record it:
+    ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
     merged = dict(details) if details is not None else {}
+    chosen = merged.get("model_answer_type")
+    shape = AnswerShape(chosen) if chosen in {"date", "number", "yes_no"} else None
+    answer, shape = typed_answer(line, question, shape)
     if shape.candidates:
         merged["candidates"] = list(shape.candidates)
     if answer != line:
