@@ -112,16 +112,20 @@ async def test_single_compares_the_two_sub_answers(flavour: str, countries: dict
     assert all("Context: [1] Title:" in p for p in server.prompts)  # the same context as the question's prompt
 
 
-async def test_no_sub_answer_falls_back_to_the_constrained_yes_no() -> None:
+@pytest.mark.parametrize("unknown", ["?", "I do not know.", "no"])
+async def test_no_sub_answer_falls_back_to_the_constrained_yes_no(unknown: str) -> None:
+    # Two replies that both say "I do not know" (or "no") are no answers, not the same country.
     sink = MemoryTraceSink()
-    with server_for("llamacpp-stream", country_script({"Galeh Gerd": "Iran", "Kriviliai": "?"})) as server:
+    countries = {"Galeh Gerd": unknown if unknown != "?" else "Iran", "Kriviliai": unknown}
+    with server_for("llamacpp-stream", country_script(countries)) as server:
         async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback="stream")
             answer = await single.answer(QUESTION, AskOptions(k=2))
     assert answer.text == "yes"
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
     assert step["details"]["constrained"] == "grammar"
-    assert "grammar" in server.requests[-1] and len(server.prompts) == 3
+    # "?": Iran, then no answer, then yes/no; "I do not know.": no answer at once, then yes/no
+    assert "grammar" in server.requests[-1] and len(server.prompts) == (3 if unknown == "?" else 2)
 
 
 async def test_the_shared_final_answer_compares_too() -> None:

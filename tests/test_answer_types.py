@@ -76,6 +76,11 @@ CLEANED = [
     ("Answer the question using the context. Reply with a short answer only.", NO_ANSWER),  # echoed instruction
     ("Question: When did it happen", NO_ANSWER),
     ("...", NO_ANSWER),
+    ("I do not know.", NO_ANSWER),  # the model says it does not know
+    ("The context does not mention it", NO_ANSWER),
+    ("分かりません。", NO_ANSWER),
+    ("Unknown Pleasures", "Unknown Pleasures"),  # … but a title that starts like it is an answer
+    ("I Can't Get No Satisfaction", "I Can't Get No Satisfaction"),
     ("", ""),  # the model wrote nothing: stays empty, as the CLI and API report it
     ("12", "12"),  # a number is not list numbering
 ]

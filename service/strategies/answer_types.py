@@ -131,6 +131,14 @@ _ECHOES = re.compile(
     r"^\s*(?:answer the question|question\s*[:：]|reply with|use the context|the question is in japanese)",
     re.IGNORECASE,
 )
+#: A reply saying the model does not know (whole reply): not an answer, so two of them never compare equal.
+_UNKNOWN = re.compile(
+    r"^\s*(?:i\s+(?:do\s*n[o']t|cannot|can'?t)\s+(?:know|say|tell|answer)(?:\s+[\w']+){0,6}|unknown"
+    r"|not\s+(?:known|mentioned|stated|given)|no\s+information(?:\s+[\w']+){0,6}"
+    r"|(?:the\s+)?(?:context|passages?|text)\s+(?:does|do)\s*n[o']t\s+(?:say|mention|state)(?:\s+[\w']+){0,6})"
+    r"\s*[.!]?\s*$|^\s*(?:不明|わかりません|分かりません|わからない|分からない)[。.]?\s*$",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"\w+")
 _YES = re.compile(r"^\s*(?:yes|yeah|true|correct)\b|^\s*(?:はい|そうです)", re.IGNORECASE)
 _NO = re.compile(r"^\s*(?:no|false|incorrect)\b|^\s*(?:いいえ|違います|ちがいます)", re.IGNORECASE)
@@ -160,11 +168,11 @@ def _words(text: str) -> str:
 
 
 def is_answer(text: str, question: str) -> bool:
-    """False for what is not an answer: nothing with a letter or digit, an echoed instruction, the
-    question copied back, or any other question."""
+    """False for what is not an answer: nothing with a letter or digit, an echoed instruction, a reply
+    saying the model does not know, the question copied back, or any other question."""
     if not any(char.isalnum() for char in text):
         return False
-    if _ECHOES.match(text) or text.rstrip().endswith(("?", "？")):
+    if _ECHOES.match(text) or _UNKNOWN.match(text) or text.rstrip().endswith(("?", "？")):
         return False
     return _words(text) != _words(question)
 
@@ -183,6 +191,11 @@ def clean_answer(raw: str, question: str) -> str:
         text = stripped
     text = text.strip(" ,;:")
     return text if is_answer(text, question) else NO_ANSWER
+
+
+def says_yes_or_no(answer: str) -> bool:
+    """Whether a reply starts with yes or no (はい / いいえ): no answer to a question that asks for a thing."""
+    return bool(_YES.match(answer) or _NO.match(answer))
 
 
 def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
