@@ -14,6 +14,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from hopsearch.cli import esnode, process
+from tests.api_fixtures import API_KEY
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,20 @@ class Served:
     url: str
     log: Path
     pid: int
+
+
+def scripted_service(es_url: str, prefix: str, llm_url: str, **more: str) -> dict[str, str]:
+    """The ``HOPSEARCH_*`` settings of a served process over ``prefix`` on ``es_url``, BM25 only, behind the
+    tests' API key, answering with the scripted LLM at ``llm_url``; ``more`` adds or overrides."""
+    return {
+        "HOPSEARCH_ES_URL": es_url,
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_EMBEDDER": "none",
+        "HOPSEARCH_API_KEYS": API_KEY,
+        "HOPSEARCH_LLM_BASE_URL": llm_url,
+        "HOPSEARCH_LLM_MODEL": "scripted",
+        **more,
+    }
 
 
 def serve_env(values: Mapping[str, str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ from tests.api_fixtures import API_KEY
 from tests.conftest import EsNode, make_settings
 from tests.dual_fixtures import ROLE_MARKERS, entities, reason, role_of
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
-from tests.service_processes import hopsearch_serve
+from tests.service_processes import hopsearch_serve, scripted_service
 
 QUESTIONS = 20
 ENTITY = "Mark Robson"
@@ -97,17 +97,14 @@ async def test_twenty_questions_in_two_service_processes_lose_no_fact(es8_node: 
     try:
         await load(store)
         with GatedLLM(QUESTIONS) as llm:
-            env = {
-                "HOPSEARCH_ES_URL": es8_node.url,
-                "HOPSEARCH_INDEX_PREFIX": settings.index_prefix,
-                "HOPSEARCH_EMBEDDER": "none",
-                "HOPSEARCH_API_KEYS": API_KEY,
-                "HOPSEARCH_LLM_BASE_URL": llm.base_url,
-                "HOPSEARCH_LLM_MODEL": "scripted",
-                "HOPSEARCH_OUTLINE_MAX_AGE_S": "0",  # every question retrieves (no reuse of the others' facts)
-                "HOPSEARCH_API_MAX_CONCURRENT_ASKS": str(QUESTIONS),
-                "HOPSEARCH_LLM_MAX_CONCURRENCY": str(QUESTIONS),
-            }
+            env = scripted_service(
+                es8_node.url,
+                settings.index_prefix,
+                llm.base_url,
+                HOPSEARCH_OUTLINE_MAX_AGE_S="0",  # every question retrieves (no reuse of the others' facts)
+                HOPSEARCH_API_MAX_CONCURRENT_ASKS=str(QUESTIONS),
+                HOPSEARCH_LLM_MAX_CONCURRENCY=str(QUESTIONS),
+            )
             with (
                 hopsearch_serve(env, tmp_path / "serve-a.log") as first,
                 hopsearch_serve(env, tmp_path / "serve-b.log") as second,

@@ -14,7 +14,7 @@ from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, MODEL, load_passages
 from tests.conftest import EsNode, make_settings
 from tests.llm_fixtures import server_for
-from tests.service_processes import hopsearch_serve, process_figures
+from tests.service_processes import hopsearch_serve, process_figures, scripted_service
 
 RETRIEVES = 40
 TRACE_READ = "GET /_traces/{trace_id} 200"
@@ -43,14 +43,7 @@ async def test_two_workers_serve_one_port_and_share_only_elasticsearch(es8_node:
     try:
         await load_passages(store)
         with server_for("vllm", MODEL) as llm:
-            env = {
-                "HOPSEARCH_ES_URL": es8_node.url,
-                "HOPSEARCH_INDEX_PREFIX": settings.index_prefix,
-                "HOPSEARCH_EMBEDDER": "none",
-                "HOPSEARCH_API_KEYS": API_KEY,
-                "HOPSEARCH_LLM_BASE_URL": llm.base_url,
-                "HOPSEARCH_LLM_MODEL": "scripted",
-            }
+            env = scripted_service(es8_node.url, settings.index_prefix, llm.base_url)
             with hopsearch_serve(env, tmp_path / "serve.log", workers=2) as served:
                 async with httpx.AsyncClient(headers=HEADERS, limits=FRESH, timeout=60) as client:
                     alias = settings.passages_alias

@@ -112,16 +112,8 @@ async def score_candidates(
             return None
         scores[candidate] = score
     best = max(candidates, key=lambda c: scores[c])
-    done = Completion(
-        text=best,
-        finish_reason="stop",
-        stop=None,
-        stop_method="finish_reason",
-        usage=usage,
-        attempts=tuple(attempts),
-        latency_ms=round((time.monotonic() - started) * 1000, 3),
-        model=client.model,
-        calls=len(candidates),
+    done = Completion.decided(
+        best, usage=usage, attempts=tuple(attempts), started=started, model=client.model, calls=len(candidates)
     )
     return done, scores
 

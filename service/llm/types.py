@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -78,6 +79,15 @@ class Completion:
     @property
     def retries(self) -> int:
         return sum(1 for attempt in self.attempts if not attempt.ok)
+
+    @classmethod
+    def decided(
+        cls, text: str, *, usage: Usage, attempts: tuple[Attempt, ...], started: float, model: str, calls: int
+    ) -> Completion:
+        """An answer hopsearch decided from several requests (candidates scored, two sub-answers compared):
+        it ends as a plain stop; ``started`` is the ``time.monotonic()`` of the first request."""
+        latency_ms = round((time.monotonic() - started) * 1000, 3)
+        return cls(text, "stop", None, "finish_reason", usage, attempts, latency_ms, model, calls)
 
 
 @dataclass(frozen=True, slots=True)

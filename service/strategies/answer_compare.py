@@ -121,15 +121,8 @@ async def compare_answer(
     usage = Usage()
     for reply in done:
         usage = usage + reply.usage
-    merged = Completion(
-        text=verdict,
-        finish_reason="stop",
-        stop=None,
-        stop_method="finish_reason",
-        usage=usage,
-        attempts=tuple(a for reply in done for a in reply.attempts),
-        latency_ms=round((time.monotonic() - started) * 1000, 3),
-        model=done[-1].model,
-        calls=sum(reply.calls for reply in done),
+    attempts = tuple(a for reply in done for a in reply.attempts)
+    merged = Completion.decided(
+        verdict, usage=usage, attempts=attempts, started=started, model=done[-1].model, calls=sum(r.calls for r in done)
     )
     return merged, found
