@@ -13,13 +13,15 @@ falls back to ``rrf`` with a note saying why (reported with every result).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, TypeVar
 
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.types import Fusion, Hit, make_hit
+
+T = TypeVar("T")
 
 RRF_K = 60
 #: Licence types under which Elasticsearch's ``rrf`` retriever runs.
@@ -34,21 +36,48 @@ def rrf(
     weights: Sequence[float] | None = None,
 ) -> list[Hit]:
     """Weighted Reciprocal Rank Fusion, ranks from 1. Ties keep first-seen order."""
+    return [with_score(hit, score) for hit, score in rrf_order(lists, _HIT_ID, k=k, size=size, weights=weights)]
+
+
+def rrf_order(
+    lists: Sequence[Sequence[T]],
+    key: Callable[[T], str],
+    *,
+    k: int = RRF_K,
+    size: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[T, float]]:
+    """The core of :func:`rrf` over any items named by ``key`` (:class:`Hit` objects, or Elasticsearch's
+    raw hits by ``_id``): the first-seen item of each id and its score, best first, cut to ``size``.
+    score(d) = Σ wᵢ / (k + rankᵢ(d)), ranks from 1; ties keep first-seen order."""
     scores: dict[str, float] = {}
-    first: dict[str, Hit] = {}
+    first: dict[str, T] = {}
     get = scores.get
-    for number, hits in enumerate(lists):
+    for number, items in enumerate(lists):
         weight = 1.0 if weights is None else weights[number]
-        for rank, hit in enumerate(hits, start=k + 1):
-            doc_id = hit.id
+        for rank, item in enumerate(items, start=k + 1):
+            doc_id = key(item)
             previous = get(doc_id)
             if previous is None:
                 scores[doc_id] = weight / rank
-                first[doc_id] = hit
+                first[doc_id] = item
             else:
                 scores[doc_id] = previous + weight / rank
     order = sorted(scores.items(), key=itemgetter(1), reverse=True)  # stable: ties keep first-seen order
-    return [with_score(first[doc_id], score) for doc_id, score in order[:size]]
+    return [(first[doc_id], score) for doc_id, score in order[:size]]
+
+
+def rrf_groups(groups: Sequence[int], lists: Sequence[Sequence[Hit]], *, size: int | None = None) -> list[list[Hit]]:
+    """``lists`` cut into consecutive groups of the given lengths, each group fused by :func:`rrf`."""
+    out: list[list[Hit]] = []
+    at = 0
+    for length in groups:
+        out.append(rrf(lists[at : at + length], size=size))
+        at += length
+    return out
+
+
+_HIT_ID: Callable[[Hit], str] = attrgetter("id")
 
 
 def with_score(hit: Hit, score: float) -> Hit:

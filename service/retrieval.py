@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, StoreError
@@ -28,6 +29,8 @@ from hopsearch.service.fusion import (
     licence_of,
     refused,
     rrf,
+    rrf_groups,
+    rrf_order,
     rrf_retriever_body,
     with_score,
 )
@@ -69,6 +72,21 @@ def _hits(response: Mapping[str, Any]) -> list[Hit]:
         source = raw.get("_source") or {}
         append(make_hit(raw["_id"], raw.get("_score") or 0.0, source.get("title", ""), source.get("text", ""), source))
     return out
+
+
+def _raw_hits(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    found = response.get("hits")
+    return found["hits"] if found else []
+
+
+def _hit_of(raw: Mapping[str, Any], score: float) -> Hit:
+    """A raw hit as :func:`_hits` builds it (vector stripped), with ``score``."""
+    source = raw.get("_source") or {}
+    hit = make_hit(raw["_id"], score, source.get("title", ""), source.get("text", ""), source)
+    return _strip_vector(hit) if "embedding" in source else hit
+
+
+_RAW_ID: Callable[[Mapping[str, Any]], str] = itemgetter("_id")
 
 
 def match_clause(text: str, boost: float = 1.0, fields: Sequence[str] = ("title", "text")) -> dict[str, Any]:
@@ -217,14 +235,45 @@ class EsRetriever:
         """Answer every query with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
         if not queries:
             return []
-        scoped = (*self.filters, *in_scope())
-        if scoped:
-            queries = [replace(q, filters=(*q.filters, *scoped)) for q in queries]
+        queries = self._scoped(queries)
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
         out = await self._search(queries)
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
+        return out
+
+    def _scoped(self, queries: Sequence[RetrievalQuery]) -> Sequence[RetrievalQuery]:
+        scoped = (*self.filters, *in_scope())
+        if scoped:
+            return [replace(q, filters=(*q.filters, *scoped)) for q in queries]
+        return queries
+
+    async def search_fused(self, groups: Sequence[Sequence[RetrievalQuery]], size: int) -> list[list[Hit]]:
+        """Each group's hits fused by RRF and cut to ``size``, in ONE ``_msearch``: the same hits, in the same
+        order, as :func:`rrf` over the group's :meth:`search_many` hits. BM25 without reranking fuses over
+        the raw answer (ids and ranks) and builds a :class:`Hit` only for the hits kept (a DualRAG step
+        keeps 150 of 450); other modes fuse :meth:`search_many`'s hits."""
+        flat = [query for group in groups for query in group]
+        lengths = [len(group) for group in groups]
+        if any(query.mode != "bm25" or query.rerank for query in flat):
+            results = await self.search_many(flat)
+            return rrf_groups(lengths, [result.hits for result in results], size=size)
+        if not flat:
+            return [[] for _ in groups]
+        queries = self._scoped(flat)
+        plain = await self._stored_source()
+        meta = await self.store.index_meta(self.index)
+        responses = await self.store.msearch(
+            [(self.index, bm25_body(q, q.k, source=plain, ja=ja_query(q.text, meta))) for q in queries]
+        )
+        lists = [_raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
+        out: list[list[Hit]] = []
+        at = 0
+        for length in lengths:
+            fused = rrf_order(lists[at : at + length], _RAW_ID, size=size)
+            out.append([_hit_of(raw, score) for raw, score in fused])
+            at += length
         return out
 
     async def _search(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:

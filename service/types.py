@@ -90,6 +90,15 @@ class Retriever(Protocol):
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]: ...
 
 
+@runtime_checkable
+class FusingRetriever(Protocol):
+    """A retriever that also answers groups of queries fused per group (RRF, cut to ``size``) in one round
+    trip: the same hits in the same order as :func:`~.fusion.rrf` over each group's ``search_many`` hits,
+    where it can without building a :class:`Hit` for every hit it does not keep."""
+
+    async def search_fused(self, groups: Sequence[Sequence[RetrievalQuery]], size: int) -> list[list[Hit]]: ...
+
+
 class Embedder(Protocol):
     """Turns texts into unit-length vectors, in batches."""
 

@@ -9,7 +9,7 @@ licence; under a trial licence (own 8.19 node) it is attempted, and where the se
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,13 @@ from hopsearch.cli import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.filters import parse_filters, scoped
+from hopsearch.service.fusion import rrf_groups
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
-from hopsearch.service.types import Fusion, RetrievalQuery
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates
+from hopsearch.service.types import Fusion, Hit, RetrievalQuery, SearchResult
 from tests.conftest import ES_VERSIONS, make_settings, unavailable
 from tests.scripted_reranker import ScriptedReranker
 from tests.test_store import load
@@ -213,3 +215,72 @@ async def test_rrf_retriever_under_a_trial_licence(trial_store: Store, minilm: M
     else:  # the integ-test zip has no rank-rrf module: attempted (licence allows), refused, fallen back
         assert es_rrf.fusion == "rrf" and "refused the rrf retriever" in es_rrf.fusion_note
         assert "unknown retriever" in es_rrf.fusion_note
+
+
+class ManyOnly:
+    """The retriever seen only through ``search_many`` (what a retriever without ``search_fused`` gets)."""
+
+    def __init__(self, inner: EsRetriever) -> None:
+        self.inner = inner
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        return await self.inner.search_many(queries)
+
+
+def overlapping_corpus(size: int = 240) -> list[tuple[str, str, str]]:
+    """Passages whose words overlap across entities and keywords: the lists of one entity share hits and
+    RRF has ties (equal ranks in different lists), which fused order must break the same way."""
+    names = ["Lethal Weapon", "Richard Donner", "Jaws Spielberg", "Weapon Donner", "Film Jaws"]
+    words = ["director", "born", "film", "American", "died", "released", "sequel", "producer"]
+    return [
+        (
+            f"c{n}",
+            f"{names[n % 5]} {n}",
+            f"{names[(n * 3) % 5]} {words[n % 8]} {words[(n * 5) % 8]} in {1900 + n % 90}; {names[(n + 2) % 5]}.",
+        )
+        for n in range(size)
+    ]
+
+
+async def test_fused_groups_are_rrf_over_search_many(store: Store, minilm: MiniLMEmbedder) -> None:
+    """``search_fused`` (RRF over the raw answer, only the kept hits built) gives exactly the hits of ``rrf``
+    over ``search_many``'s lists: ids, scores, titles, texts and sources, in the same order; DualRAG's
+    ``gather_candidates`` gives the same candidates through either."""
+    await load(store, None, overlapping_corpus())
+    retriever = EsRetriever(store)
+    names = ["Lethal Weapon", "Richard Donner", "Jaws Spielberg"]
+    searches = [EntitySearch(n.casefold(), n, (n, f"{n} director", f"{n} born")) for n in names]
+    searches.append(EntitySearch("zzq", "Zzq", ("zzq", "qqz xxy")))  # no hits at all
+    groups = [[RetrievalQuery(k, k=50) for k in s.keywords] for s in searches]
+    lengths = [len(g) for g in groups]
+
+    async def both(on: EsRetriever, size: int) -> tuple[list[list[Hit]], list[list[Hit]]]:
+        results = await on.search_many([q for g in groups for q in g])
+        return await on.search_fused(groups, size), rrf_groups(lengths, [r.hits for r in results], size=size)
+
+    for size in (50, 10):
+        fused, expected = await both(retriever, size)
+        assert fused == expected and [len(h) for h in fused][:3] == [size] * 3 and fused[3] == []
+    assert len({h.id for r in await retriever.search_many(groups[0]) for h in r.hits}) > 50  # lists differ
+    assert (await gather_candidates(retriever, searches)) == (await gather_candidates(ManyOnly(retriever), searches))
+    with scoped(parse_filters([{"term": {"doc_id": "c7"}}])):  # an _ask request's filters
+        fused, expected = await both(retriever, 50)
+    assert fused == expected and {h.id for hits in fused for h in hits} == {"c7"}
+    narrowed = EsRetriever(store, filters=parse_filters([{"terms": {"doc_id": ["c1", "c2", "c5"]}}]))
+    fused, expected = await both(narrowed, 50)
+    assert fused == expected and {h.id for hits in fused for h in hits} <= {"c1", "c2", "c5"}
+
+
+async def test_fused_groups_with_vectors_in_the_index(store: Store, minilm: MiniLMEmbedder) -> None:
+    """Where the index holds vectors (left out of BM25 hits by the node, or stripped here where an index
+    without hopsearch's mapping stores them): the same hits as ``rrf`` over ``search_many``, no vector."""
+    await load(store, minilm)
+    raw = await load(store, minilm, index=f"{store.settings.index_prefix}-raw")  # no _meta: vectors in _source
+    cases = ((EsRetriever(store, minilm), ("bm25", "hybrid")), (EsRetriever(store, index=raw), ("bm25",)))
+    for retriever, modes in cases:
+        for mode in modes:
+            groups = [[RetrievalQuery("film director", k=4, mode=mode), RetrievalQuery("Mark Robson", k=4, mode=mode)]]  # type: ignore[arg-type]
+            results = await retriever.search_many(groups[0])
+            fused = await retriever.search_fused(groups, 5)
+            assert fused == rrf_groups([2], [r.hits for r in results], size=5) and len(fused[0]) >= 3, mode
+            assert all("embedding" not in h.source for h in fused[0])

@@ -16,12 +16,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hopsearch.service.fusion import rrf_groups
 from hopsearch.service.llm import Completion
-from hopsearch.service.retrieval import cosine, rrf
+from hopsearch.service.retrieval import cosine
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
 from hopsearch.service.strategies.steps import ask_text, text_step
-from hopsearch.service.types import Embedder, Hit, QueryEmbedder, RetrievalMode, RetrievalQuery, Retriever
+from hopsearch.service.types import (
+    Embedder,
+    FusingRetriever,
+    Hit,
+    QueryEmbedder,
+    RetrievalMode,
+    RetrievalQuery,
+    Retriever,
+)
 
 RETRIEVE_K = 50
 RERANK_K = 10
@@ -59,16 +68,16 @@ async def gather_candidates(
     mode: RetrievalMode = "bm25",
     k: int = RETRIEVE_K,
 ) -> dict[str, list[Hit]]:
-    """Each entity's candidates: all keywords of all entities in ONE ``search_many`` call, each
-    entity's result lists fused without duplicates (RRF) and cut to ``k``."""
-    results = await retriever.search_many(queries_of(searches, mode, k))
-    candidates: dict[str, list[Hit]] = {}
-    offset = 0
-    for search in searches:
-        lists = [result.hits for result in results[offset : offset + len(search.keywords)]]
-        offset += len(search.keywords)
-        candidates[search.key] = rrf(lists, size=k)
-    return candidates
+    """Each entity's candidates: all keywords of all entities in ONE round trip, each entity's result
+    lists fused without duplicates (RRF) and cut to ``k``; fused by the retriever where it can
+    (:class:`~hopsearch.service.types.FusingRetriever`: only the kept hits are built)."""
+    groups = [[RetrievalQuery(keyword, k=k, mode=mode) for keyword in s.keywords] for s in searches]
+    if isinstance(retriever, FusingRetriever):
+        fused = await retriever.search_fused(groups, k)
+    else:
+        results = await retriever.search_many([query for group in groups for query in group])
+        fused = rrf_groups([len(group) for group in groups], [result.hits for result in results], size=k)
+    return {search.key: hits for search, hits in zip(searches, fused, strict=True)}
 
 
 def _passage_text(hit: Hit) -> str:
