@@ -220,8 +220,12 @@ def test_dates_and_numbers_follow_their_pattern() -> None:
         assert re.fullmatch(date.regex, ok), ok
     for bad in ["June", "yesterday", "17/06/1939", "born in 1939"]:
         assert not re.fullmatch(date.regex, bad), bad
-    ja = guide_for(answer_shape("彼はいつ生まれましたか？"), "彼はいつ生まれましたか？")
-    assert ja is not None and ja.regex is not None and re.fullmatch(ja.regex, "1939年6月17日")
+    # Japanese documents write 三十キログラム, ２０２６年２月, 毎月末日: no pattern rules them out.
+    for question in ["彼はいつ生まれましたか？", "ロボットは何台導入されますか？"]:
+        assert answer_shape(question).type in {"date", "number"} and guide_for(answer_shape(question), question) is None
+    assert (
+        guide_for(answer_shape("安はいつ生まれたか？"), "安はいつ生まれたか？", "安は1901年5月3日に生まれた。") is None
+    )
     number = guide_for(answer_shape("How many films?"), "How many films?")
     assert number is not None and number.regex is not None
     assert re.fullmatch(number.regex, " 12") and re.fullmatch(number.regex, "three")
@@ -273,19 +277,11 @@ async def test_a_choice_the_free_reply_names_is_not_constrained(flavour: str) ->
 def test_context_dates_are_the_passages_days_not_the_questions() -> None:
     passages = (
         "[1] Title: A Text: Ann (born 3 May 1901, died June 7, 1950) was a poet. Her son was born in 1930.\n"
-        "[2] Title: B Text: Ann died on June 7, 1950 in Paris; her mother was born 1 January 1870.\n"
-        "[3] Title: C Text: 安は1901年5月3日に生まれた。"
+        "[2] Title: B Text: Ann died on June 7, 1950 in Paris; her mother was born 1 January 1870."
     )
-    assert context_dates(passages, "When did Ann die?") == (
-        "3 May 1901",
-        "June 7, 1950",
-        "1 January 1870",
-        "1901年5月3日",
-    )
+    assert context_dates(passages, "When did Ann die?") == ("3 May 1901", "June 7, 1950", "1 January 1870")
     assert context_dates(passages, "When did the daughter of the woman born 3 May 1901 die?")[0] == "June 7, 1950"
     assert context_dates(passages, "What year did Ann die?") == ()  # a year is asked for: the pattern applies
-    assert context_dates(passages, "安は何年に生まれたか？") == ()
-    assert context_dates(passages, "安はいつ生まれたか？")[-1] == "1901年5月3日"
     assert context_dates("Ann was born in 1901.", "When was Ann born?") == ()
 
 
