@@ -15,8 +15,9 @@ import pytest
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.llm.guided import Guide, parse_version, vllm_fields
 from hopsearch.service.strategies import AskOptions, DeepRAG, Iterative, SingleRetrieval
-from hopsearch.service.strategies.answer_guides import guide_for
+from hopsearch.service.strategies.answer_guides import context_dates, guide_for
 from hopsearch.service.strategies.answer_types import answer_shape
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, fallback_for, settings_for
@@ -52,10 +53,14 @@ CASES: dict[str, tuple[str, str, str]] = {
         "December 18, 1946",
         "He was born on December 18, 1946 in Ohio.",
     ),
+    "What year was Jaws released?": (" 1. It came out in 1975.", "1975", "It came out in 1975."),
     "How many Lethal Weapon films did Richard Donner direct?": (" He directed 4 of them", "4", "He directed 4 of them"),
     "ジョーズはアメリカ映画ですか？": (" 1. アメリカ映画です。はい", "はい", "アメリカ映画です。はい"),
     "Who directed Jaws?": (" Steven Spielberg", "Steven Spielberg", "Steven Spielberg"),
 }
+
+#: Date questions whose passages (the first two) hold a date to the day: answered as a choice among them.
+DAY_DATES = {"When was Steven Spielberg born?"}
 
 #: The logprob-scoring "model" prefers these tokens.
 LIKELY = {"Jaws": -0.5, "yes": -0.2, "はい": -0.1}
@@ -82,9 +87,14 @@ def expected_method(flavour: str, question: str) -> str | None:
     if shape.type == "text":
         return None
     method = FLAVOURS[flavour][2]
-    if method == "logprobs" and shape.type in {"date", "number"}:
+    if method == "logprobs" and shape.type in {"date", "number"} and question not in DAY_DATES:
         return "none"  # logprobs compare candidates; a pattern has none
     return method
+
+
+def as_choice(question: str) -> bool:
+    """Whether the answer is constrained to a list of strings (guided choice), not a pattern."""
+    return answer_shape(question).type in {"choice", "yes_no"} or question in DAY_DATES
 
 
 def constraint_fields(request: dict[str, Any]) -> set[str]:
@@ -107,28 +117,30 @@ async def test_single_answer_is_constrained_to_the_type(flavour: str, question: 
     assert (step["details"] or {}).get("constrained") == method
     assert answer.text == (unconstrained if method in {"none", None} else wanted)
     generation = [r for r in server.requests if not r.get("echo")]
-    fields = constraint_fields(generation[0]) if generation else set()
+    # A choice is generated freely first; this reply names both candidates, so a constrained call follows.
+    free = 1 if answer_shape(question).type == "choice" else 0
+    assert all(not constraint_fields(r) for r in generation[:free])
+    fields = constraint_fields(generation[-1]) if generation else set()
     if method == "logprobs":
         scored = [r for r in server.requests if r.get("echo")]
-        assert len(scored) == len(guide_for(answer_shape(question), question).choice)  # type: ignore[union-attr]
-        assert not generation and step["llm_calls"] == len(scored)
-        assert set(step["details"]["scores"]) == set(guide_for(answer_shape(question), question).choice)  # type: ignore[union-attr]
+        offered = {" ".join(r["prompt"].rsplit("Answer:", 1)[-1].split()) for r in scored}
+        assert wanted in offered and len(generation) == free and step["llm_calls"] == len(scored) + free
+        assert set(step["details"]["scores"]) == offered
     elif method in {"none", None}:
-        assert fields == set() and not server.constrained
+        assert fields == set() and not server.constrained and len(generation) == 1
     else:
         assert (
             fields
             == {
                 "grammar": {"grammar"},
                 "structured_outputs": {"structured_outputs"},
-                "guided": {"guided_choice"}
-                if answer_shape(question).type in {"choice", "yes_no"}
-                else {"guided_regex"},
+                "guided": {"guided_choice"} if as_choice(question) else {"guided_regex"},
                 "guided+structured_outputs": {"structured_outputs", "guided_choice", "guided_regex"}
-                & set(generation[0]),
+                & set(generation[-1]),
             }[method]
         )
         assert len(server.constrained) == 1  # the server applied it to the answer generation
+        assert len(generation) == free + 1 and step["llm_calls"] == free + 1
 
 
 @pytest.mark.parametrize("flavour", sorted(FLAVOURS))
@@ -208,8 +220,12 @@ def test_dates_and_numbers_follow_their_pattern() -> None:
         assert re.fullmatch(date.regex, ok), ok
     for bad in ["June", "yesterday", "17/06/1939", "born in 1939"]:
         assert not re.fullmatch(date.regex, bad), bad
-    ja = guide_for(answer_shape("彼はいつ生まれましたか？"), "彼はいつ生まれましたか？")
-    assert ja is not None and ja.regex is not None and re.fullmatch(ja.regex, "1939年6月17日")
+    # Japanese documents write 三十キログラム, ２０２６年２月, 毎月末日: no pattern rules them out.
+    for question in ["彼はいつ生まれましたか？", "ロボットは何台導入されますか？"]:
+        assert answer_shape(question).type in {"date", "number"} and guide_for(answer_shape(question), question) is None
+    assert (
+        guide_for(answer_shape("安はいつ生まれたか？"), "安はいつ生まれたか？", "安は1901年5月3日に生まれた。") is None
+    )
     number = guide_for(answer_shape("How many films?"), "How many films?")
     assert number is not None and number.regex is not None
     assert re.fullmatch(number.regex, " 12") and re.fullmatch(number.regex, "three")
@@ -241,3 +257,45 @@ def test_a_vllm_of_another_release_ignores_the_other_form() -> None:
     assert new._constraint({"structured_outputs": {"choice": ["Alien"]}}) == ("choice", ["Alien"])
     assert old._constraint({"structured_outputs": {"choice": ["Alien"]}}) is None
     assert old._constraint({"guided_regex": "[0-9]+"}) == ("regex", "[0-9]+")
+
+
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp-stream", "openai-logprobs"])
+async def test_a_choice_the_free_reply_names_is_not_constrained(flavour: str) -> None:
+    """A reply that names one candidate stands: one unconstrained call, recorded as ``free``."""
+    question = "Which film came out first, Jaws or Star Wars?"
+    sink = MemoryTraceSink()
+    with flavour_server(flavour, lambda request: " Star Wars came out first.") as server:
+        async with LLMClient(flavour_settings(server, flavour)) as llm:
+            single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
+            answer = await single.answer(question, AskOptions(k=2))
+    answer.raise_for_error()
+    step = sink.documents[answer.trace.trace_id]["steps"][-1]
+    assert answer.text == "Star Wars" and step["details"]["constrained"] == "free" and step["llm_calls"] == 1
+    assert not server.constrained and not any(r.get("echo") or constraint_fields(r) for r in server.requests)
+
+
+def test_context_dates_are_the_passages_days_not_the_questions() -> None:
+    passages = (
+        "[1] Title: A Text: Ann (born 3 May 1901, died June 7, 1950) was a poet. Her son was born in 1930.\n"
+        "[2] Title: B Text: Ann died on June 7, 1950 in Paris; her mother was born 1 January 1870."
+    )
+    assert context_dates(passages, "When did Ann die?") == ("3 May 1901", "June 7, 1950", "1 January 1870")
+    assert context_dates(passages, "When did the daughter of the woman born 3 May 1901 die?")[0] == "June 7, 1950"
+    assert context_dates(passages, "What year did Ann die?") == ()  # a year is asked for: the pattern applies
+    assert context_dates("Ann was born in 1901.", "When was Ann born?") == ()
+
+
+async def test_deeprag_offers_its_passages_dates_not_its_demonstrations() -> None:
+    """DeepRAG's demonstrations hold dates too; the final answer chooses among the retrieved passages' only."""
+    assert context_dates(DEMONSTRATIONS, "When was he born?")  # the built-in worked examples hold a day
+    demonstrations = "Question: When was Ridley Scott born?\nSo the final answer is: 30 November 1937"
+    question = "When was the director of Jaws born?"
+    model = DeepRAGModel([PlanStep("When was Steven Spielberg born?", "search", "1946")], final="In 1946.")
+    sink = MemoryTraceSink()
+    with flavour_server("vllm", model) as server:
+        async with LLMClient(flavour_settings(server, "vllm")) as llm:
+            deeprag = DeepRAG(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for("vllm"))
+            answer = await deeprag.answer(question, AskOptions(demonstrations=demonstrations))
+    answer.raise_for_error()
+    offered = server.requests[-1]["structured_outputs"]["choice"]
+    assert offered == ["December 18, 1946"] and answer.text == "December 18, 1946"

@@ -45,6 +45,16 @@ SHAPES = [
     ("織田信長はいつ生まれましたか？", AnswerShape("date")),
     ("織田信長には何人の子供がいましたか？", AnswerShape("number")),
     ("織田信長の父親は誰ですか？", AnswerShape("text")),
+    # tests/data/ja_questions.jsonl: a count of days is a number, two asks or どんな are free text.
+    ("冬の在宅勤務は週何日までできますか？", AnswerShape("number")),
+    ("共有リンクの有効期限は最長何日ですか？", AnswerShape("number")),
+    ("この会議は何月何日に開かれましたか？", AnswerShape("date")),
+    ("何年に設立されましたか？", AnswerShape("date")),
+    ("何年間勤めましたか？", AnswerShape("number")),
+    ("ロボットの最大積載量は何キログラムですか？", AnswerShape("number")),
+    ("検品カメラは何台で、その保証期間はどれくらいですか？", AnswerShape("text")),
+    ("有効期限は最長何日で、そのシステムの運用責任者は誰ですか", AnswerShape("text")),
+    ("品質会議では、ミエルについてどんな問題が報告されましたか？", AnswerShape("text")),
 ]
 
 

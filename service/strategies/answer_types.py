@@ -49,9 +49,16 @@ _QUOTED = r"「(?P<{0}q>[^」]+)」|『(?P<{0}w>[^』]+)』|(?P<{0}p>[^\s、。,
 _JA_CHOICE = re.compile(
     rf"(?:{_QUOTED.format('a')})\s*と\s*(?:{_QUOTED.format('b')})\s*(?:の|では|で|は|、)?\s*(?:どちら|どっち)"
 )
-_JA_QUESTION_WORD = re.compile(r"何|誰|だれ|いつ|どこ|どちら|どっち|どの|どれ|どう|なぜ|いくつ|いくら")
-_JA_DATE = re.compile(r"いつ|何年|何月|何日|何世紀|生年月日")
-_JA_NUMBER = re.compile(r"いくつ|いくら|何(?:人|歳|本|回|個|冊|曲|件|つ|か国|カ国|ヶ国|作品|度)")
+#: What a Japanese question asks for, one match per ask: 何年何月何日 is one; 何 alone (何ですか) is one.
+_JA_QUESTION_WORD = re.compile(
+    r"(?:何(?:年|月|日)(?!間|分|まで|前|後))+|何|誰|だれ|いつ|どこ|どちら|どっち|どの|どれ|どう|どんな|なぜ|いくつ|いくら"
+)
+#: いつ, 何年, 何月何日, 何日に — not 週何日, 何日間, 最長何日 (a count of days).
+_JA_DATE = re.compile(r"いつ|何年(?!間|分|前|後)|何月(?!分)|(?<![週間長短])何日(?=に|付)|何世紀|生年月日")
+_JA_NUMBER = re.compile(
+    r"いくつ|いくら|何(?:人|名|歳|本|回|個|冊|曲|件|つ|台|枚|社|店|円|か国|カ国|ヶ国|作品|度|日|週|か月|カ月|ヶ月"
+    r"|年間|時間|分|秒|キロ|グラム|メートル|リットル|トン|パーセント|％|割|倍)"
+)
 _JA_YES_NO_END = re.compile(r"(?:か|の)\s*[?？]?\s*$")
 
 
@@ -100,6 +107,8 @@ def _japanese_shape(text: str) -> AnswerShape:
         a, b = _strip_candidate(a), _strip_candidate(b)
         if a and b and a != b:
             return AnswerShape("choice", (a, b))
+    if len(_JA_QUESTION_WORD.findall(text)) > 1:  # two asks (何台で、…どれくらい): a free-text answer
+        return AnswerShape("text")
     if _JA_DATE.search(text):
         return AnswerShape("date")
     if _JA_NUMBER.search(text):

@@ -139,11 +139,12 @@ class DeepRAG(RecordedStrategy):
         decided_by: str | None = None,
         *,
         final: bool = False,
+        evidence: str = "",
     ) -> tuple[str, str]:
         """Generate one answer line after a marker; returns (transcript, answer). ``decided_by``
         marks a final answer forced without the model's marker (the depth limit); the ``final`` answer
         is constrained to the question's type where the server allows it (:func:`guided_answer`), then
-        cleaned and fitted to it (:func:`typed_final`)."""
+        cleaned and fitted to it (:func:`typed_final`); ``evidence``: the passages it comes from (dates)."""
         how: dict[str, Any] = {}
         if final:
 
@@ -152,7 +153,7 @@ class DeepRAG(RecordedStrategy):
 
             prompt = None if chat else transcript
             done, how = await guided_answer(
-                self.llm, question, generate, prompt=prompt, deadline=context.deadline, compare=False
+                self.llm, question, generate, prompt=prompt, deadline=context.deadline, compare=False, evidence=evidence
             )
         else:
             done = await self._generate(context, question, transcript, ("\n",), chat)
@@ -214,6 +215,13 @@ class DeepRAG(RecordedStrategy):
         else:
             forced = "depth-limit"
         transcript, final = await self._answer_line(
-            context, question, transcript + FINAL, chat, max_depth, decided_by=forced, final=True
+            context,
+            question,
+            transcript + FINAL,
+            chat,
+            max_depth,
+            decided_by=forced,
+            final=True,
+            evidence=context_line(cited),  # the passages only: the demonstrations hold dates too
         )
         return final, citations_of(cited)
