@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import os
@@ -245,7 +246,8 @@ async def client_over_node(
 ) -> tuple[list[tuple[float, float]], float]:
     """Medians of each of hopsearch's ways to run the retrieval step and of the node answering the same
     ``_msearch`` over bare aiohttp (A B … node, A B … node), each step's client CPU per step (process time,
-    a noisy machine's best view of hopsearch's own work), and the node's median."""
+    a noisy machine's best view of hopsearch's own work; older objects frozen for the garbage collector),
+    and the node's median."""
     dumps = orjson.dumps
     batch = b"".join(dumps({"index": index}) + b"\n" + dumps(body) + b"\n" for body in bodies)
     async with bare_session(url) as http:
@@ -258,11 +260,18 @@ async def client_over_node(
         times = await medians_ms([*steps, node], runs, warm=max(20, runs // 2))
         cpu = [0.0] * len(steps)
         numbered = list(enumerate(steps))
-        for run in range(runs):  # interleaved too, the order reversed every other run (A B, B A, ...)
-            for number, step in numbered if run % 2 else numbered[::-1]:
-                started = time.process_time()
-                await step()
-                cpu[number] += time.process_time() - started
+        # The process's older objects frozen: a full collection of them (a few ms, every ~70 steps) would
+        # otherwise land on whichever step happens to be running and swing a figure by ~0.2 ms per step.
+        gc.collect()
+        gc.freeze()
+        try:
+            for run in range(runs):  # interleaved too, the order reversed every other run (A B, B A, ...)
+                for number, step in numbered if run % 2 else numbered[::-1]:
+                    started = time.process_time()
+                    await step()
+                    cpu[number] += time.process_time() - started
+        finally:
+            gc.unfreeze()
     return [(times[n], cpu[n] * 1000 / runs) for n in range(len(steps))], times[-1]
 
 
