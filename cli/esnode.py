@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -32,6 +33,9 @@ from hopsearch.service.settings import Settings
 log = logging.getLogger(__name__)
 
 MAVEN = "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
+#: Waits between download attempts, seconds. Every failure is retried, a 404 too: Maven Central has
+#: answered 404 for a zip it serves (9.2.4, in a CI run; the same URL gave 200 minutes later).
+RETRY_DELAYS = (2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,31 +91,45 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fetch_zip(version: str, cache_dir: Path) -> Path:
-    """Download the integ-test-zip of ``version`` once; verify Maven's SHA-1; return its path."""
+def fetch_zip(version: str, cache_dir: Path, *, base: str = MAVEN, delays: tuple[float, ...] = RETRY_DELAYS) -> Path:
+    """Download the integ-test-zip of ``version`` once; verify Maven's SHA-1; return its path.
+
+    A failed attempt (an HTTP error, a dropped connection, a checksum that does not match) is retried
+    after each of ``delays``; then :class:`NodeError` names the URL, the attempts and the last error."""
     target = cache_dir / "es" / f"elasticsearch-{version}.zip"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    url = f"{MAVEN}/{version}/elasticsearch-{version}.zip"
+    url = f"{base}/{version}/elasticsearch-{version}.zip"
     part = target.with_suffix(f".part{os.getpid()}")
-    log.info("downloading %s", url)
-    try:
-        with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
-            expected = response.read().decode().split()[0].strip()
-        digest = hashlib.sha1()
-        with urllib.request.urlopen(url, timeout=600) as response, part.open("wb") as out:
-            while chunk := response.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-    except (urllib.error.URLError, OSError) as exc:
-        part.unlink(missing_ok=True)
-        raise NodeError(f"cannot download Elasticsearch {version} from {url}: {exc}") from exc
-    if digest.hexdigest() != expected:
-        part.unlink(missing_ok=True)
-        raise NodeError(f"checksum mismatch for {url}: got {digest.hexdigest()}, Maven says {expected}")
+    for attempt, delay in enumerate((*delays, None), start=1):
+        log.info("downloading %s (attempt %d)", url, attempt)
+        try:
+            _download(url, part)
+            break
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            part.unlink(missing_ok=True)
+            if delay is None:
+                raise NodeError(
+                    f"cannot download Elasticsearch {version} from {url} ({attempt} attempts): {exc}"
+                ) from exc
+            log.warning("download of %s failed (%s); retrying in %.0f s", url, exc, delay)
+            time.sleep(delay)
     part.replace(target)  # atomic: concurrent fetchers never see a partial zip
     return target
+
+
+def _download(url: str, part: Path) -> None:
+    """``url`` into ``part``, checked against ``url.sha1`` (``ValueError`` when it does not match)."""
+    with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
+        expected = response.read().decode().split()[0].strip()
+    digest = hashlib.sha1()
+    with urllib.request.urlopen(url, timeout=600) as response, part.open("wb") as out:
+        while chunk := response.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != expected:
+        raise ValueError(f"checksum mismatch: got {digest.hexdigest()}, Maven says {expected}")
 
 
 def distribution(spec: NodeSpec) -> Path:
