@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +34,17 @@ from hopsearch.service.settings import Settings
 log = logging.getLogger(__name__)
 
 MAVEN = "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch"
-#: Waits between download attempts, seconds. Every failure is retried, a 404 too: Maven Central has
-#: answered 404 for a zip it serves (9.2.4, in a CI run; the same URL gave 200 minutes later).
+#: Waits between download attempts, seconds, after a dropped connection, a 5xx or 429, or a checksum
+#: that does not match. A 404 or 403 is final.
 RETRY_DELAYS = (2.0, 4.0, 8.0, 16.0, 32.0)
+#: SHA-1 of the zips the test suite runs, pinned: Maven Central serves no checksum file for the 9.x
+#: integ-test zips (…/9.2.4/elasticsearch-9.2.4.zip.sha1 answers 404 while the zip answers 200). For
+#: other versions the zip is checked against the ``.sha1`` Maven serves beside it.
+PINNED_SHA1 = {
+    "7.17.29": "cc70096055282bf9e56da8ee6861ac47da26ce71",
+    "8.19.21": "8861771bbfe2fab12ccc386bc8b4c5c6f9619865",
+    "9.2.4": "54ca6e33db3623ecf3bed523f9b5c494993ff692",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,45 +100,68 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fetch_zip(version: str, cache_dir: Path, *, base: str = MAVEN, delays: tuple[float, ...] = RETRY_DELAYS) -> Path:
-    """Download the integ-test-zip of ``version`` once; verify Maven's SHA-1; return its path.
-
-    A failed attempt (an HTTP error, a dropped connection, a checksum that does not match) is retried
-    after each of ``delays``; then :class:`NodeError` names the URL, the attempts and the last error."""
+def fetch_zip(
+    version: str,
+    cache_dir: Path,
+    *,
+    base: str = MAVEN,
+    delays: tuple[float, ...] = RETRY_DELAYS,
+    pinned: Mapping[str, str] = PINNED_SHA1,
+) -> Path:
+    """Download the integ-test-zip of ``version`` once, check its SHA-1 (pinned, else Maven's), return
+    its path. Passing failures are retried after each of ``delays``; then, or at once for a 404,
+    :class:`NodeError` names the URL that failed, the attempts and the error."""
     target = cache_dir / "es" / f"elasticsearch-{version}.zip"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     url = f"{base}/{version}/elasticsearch-{version}.zip"
     part = target.with_suffix(f".part{os.getpid()}")
+    expected = pinned.get(version)
     for attempt, delay in enumerate((*delays, None), start=1):
         log.info("downloading %s (attempt %d)", url, attempt)
+        where = url
         try:
-            _download(url, part)
+            if expected is None:
+                where = url + ".sha1"
+                expected = _read_sha1(where)
+            where = url
+            _download(url, part, expected)
             break
         except (urllib.error.URLError, OSError, ValueError) as exc:
             part.unlink(missing_ok=True)
-            if delay is None:
+            final = isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410)
+            if delay is None or final:
+                hint = (
+                    "; Maven serves no checksum for this version: use a version it has one for, or "
+                    "HOPSEARCH_ES_HOME=<an unpacked distribution>"
+                    if final and where.endswith(".sha1")
+                    else ""
+                )
                 raise NodeError(
-                    f"cannot download Elasticsearch {version} from {url} ({attempt} attempts): {exc}"
+                    f"cannot download Elasticsearch {version}: {where} ({attempt} attempt"
+                    f"{'s' if attempt > 1 else ''}): {exc}{hint}"
                 ) from exc
-            log.warning("download of %s failed (%s); retrying in %.0f s", url, exc, delay)
+            log.warning("download of %s failed (%s); retrying in %.0f s", where, exc, delay)
             time.sleep(delay)
     part.replace(target)  # atomic: concurrent fetchers never see a partial zip
     return target
 
 
-def _download(url: str, part: Path) -> None:
-    """``url`` into ``part``, checked against ``url.sha1`` (``ValueError`` when it does not match)."""
-    with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
-        expected = response.read().decode().split()[0].strip()
+def _read_sha1(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return str(response.read().decode().split()[0].strip())
+
+
+def _download(url: str, part: Path, expected: str) -> None:
+    """``url`` into ``part``; ``ValueError`` when its SHA-1 is not ``expected``."""
     digest = hashlib.sha1()
     with urllib.request.urlopen(url, timeout=600) as response, part.open("wb") as out:
         while chunk := response.read(1 << 20):
             digest.update(chunk)
             out.write(chunk)
     if digest.hexdigest() != expected:
-        raise ValueError(f"checksum mismatch: got {digest.hexdigest()}, Maven says {expected}")
+        raise ValueError(f"checksum mismatch: got {digest.hexdigest()}, expected {expected}")
 
 
 def distribution(spec: NodeSpec) -> Path:
