@@ -75,6 +75,11 @@ CLEANED = [
     ("「織田信長」", "織田信長"),
     ("[2] Title: Jaws (film) Text: Jaws is a 1975 film", "Jaws (film)"),  # a copied passage: its title
     ("Context: [1] Title: Alien", "Alien"),
+    ("Passages about actor: [1] William Henry (actor): William Albert Henry was an American", "William Henry (actor)"),
+    ("Passages about Paula Rego: [1] The Secret of the Red Book: The Sign", "The Secret of the Red Book"),
+    ("[3] Marija (film): Marija is a 2016 film", "Marija (film)"),  # DualRAG's passage lines
+    ("Passages about Jaws:", NO_ANSWER),  # the header alone
+    ("Marija: a 2016 film", "Marija: a 2016 film"),  # a colon alone is not a copied passage
     ("Answer: 1581", "1581"),
     ("So the final answer is: 1581", "1581"),
     ("need_retrieve 1581", "1581"),  # DeepRAG markers

@@ -10,12 +10,12 @@
 - ``text`` otherwise (an entity, a place, a person).
 
 :func:`clean_answer` takes the answer line a strategy generated and removes what is not the answer:
-list numbering, quotes, a copied ``[2] Title: … Text:`` or ``Context:`` prefix, DeepRAG markers
-(``need_retrieve``, ``(yes or no)``, ``Follow up:``…). A reply that is still not an answer (empty, an
-echoed instruction, the question or another question copied back) becomes :data:`NO_ANSWER`, which the
-metrics never grade as an answer. For ``choice`` and ``yes_no`` a strict match then maps the reply onto
-the one candidate (or yes / no, はい / いいえ) it names; a reply that names none or several is kept as
-cleaned.
+list numbering, quotes, a copied ``[2] Title: … Text:`` or ``Context:`` prefix (or DualRAG's
+``Passages about …: [1] <title>: …``), DeepRAG markers (``need_retrieve``, ``(yes or no)``,
+``Follow up:``…). A reply that is still not an answer (empty, an echoed instruction, the question or
+another question copied back) becomes :data:`NO_ANSWER`, which the metrics never grade as an answer.
+For ``choice`` and ``yes_no`` a strict match then maps the reply onto the one candidate (or yes / no,
+はい / いいえ) it names; a reply that names none or several is kept as cleaned.
 """
 
 from __future__ import annotations
@@ -128,6 +128,9 @@ _PREFIXES = re.compile(
     re.IGNORECASE,
 )
 _TITLE_TEXT = re.compile(r"^\s*title\s*:\s*(?P<title>.*?)\s+text\s*:", re.IGNORECASE)
+#: DualRAG's summarizer prompt, copied: its "Passages about <entity>:" header, then "[1] <title>: <text>".
+_PASSAGES_HEADER = re.compile(r"^\s*passages about [^:\n]{1,200}:\s*", re.IGNORECASE)
+_NUMBERED_PASSAGE = re.compile(r"^\s*\[\d{1,3}\]\s*(?P<title>[^:\[\]]{1,200}?):\s+\S")
 _TITLE = re.compile(r"^\s*title\s*:\s*", re.IGNORECASE)
 _MARKERS = re.compile(
     r"\(\s*yes\s+or\s+no\s*\)|\bno[_ ]need[_ ]retrieve\b|\bneed[_ ]retrieve\b"
@@ -162,6 +165,10 @@ def _unquote(text: str) -> str:
 
 def _strip_once(text: str) -> str:
     text = _NUMBERING.sub("", text)
+    text = _PASSAGES_HEADER.sub("", text)
+    numbered = _NUMBERED_PASSAGE.match(text)
+    if numbered and not _TITLE.match(text[numbered.start("title") :]):  # a copied "[1] <title>: <text>"
+        return _unquote(numbered["title"].strip())
     text = _PASSAGE_NUMBER.sub("", text)
     text = _PREFIXES.sub("", text)
     text = " ".join(_MARKERS.sub(" ", text).split())
