@@ -69,10 +69,15 @@ def rrf_order(
 
 def rrf_groups(groups: Sequence[int], lists: Sequence[Sequence[Hit]], *, size: int | None = None) -> list[list[Hit]]:
     """``lists`` cut into consecutive groups of the given lengths, each group fused by :func:`rrf`."""
-    out: list[list[Hit]] = []
+    return [rrf(group, size=size) for group in split(groups, lists)]
+
+
+def split(lengths: Sequence[int], items: Sequence[T]) -> list[Sequence[T]]:
+    """``items`` cut into consecutive runs of the given lengths."""
+    out: list[Sequence[T]] = []
     at = 0
-    for length in groups:
-        out.append(rrf(lists[at : at + length], size=size))
+    for length in lengths:
+        out.append(items[at : at + length])
         at += length
     return out
 

@@ -32,6 +32,7 @@ from hopsearch.service.fusion import (
     rrf_groups,
     rrf_order,
     rrf_retriever_body,
+    split,
     with_score,
 )
 from hopsearch.service.japanese import ja_query
@@ -268,13 +269,10 @@ class EsRetriever:
             [(self.index, bm25_body(q, q.k, source=plain, ja=ja_query(q.text, meta))) for q in queries]
         )
         lists = [_raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
-        out: list[list[Hit]] = []
-        at = 0
-        for length in lengths:
-            fused = rrf_order(lists[at : at + length], _RAW_ID, size=size)
-            out.append([_hit_of(raw, score) for raw, score in fused])
-            at += length
-        return out
+        return [
+            [_hit_of(raw, score) for raw, score in rrf_order(group, _RAW_ID, size=size)]
+            for group in split(lengths, lists)
+        ]
 
     async def _search(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         dense_idx = [i for i, q in enumerate(queries) if q.mode != "bm25"]

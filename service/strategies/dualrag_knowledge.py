@@ -71,7 +71,7 @@ async def gather_candidates(
     """Each entity's candidates: all keywords of all entities in ONE round trip, each entity's result
     lists fused without duplicates (RRF) and cut to ``k``; fused by the retriever where it can
     (:class:`~hopsearch.service.types.FusingRetriever`: only the kept hits are built)."""
-    groups = [[RetrievalQuery(keyword, k=k, mode=mode) for keyword in s.keywords] for s in searches]
+    groups = [queries_of([search], mode, k) for search in searches]
     if isinstance(retriever, FusingRetriever):
         fused = await retriever.search_fused(groups, k)
     else:
