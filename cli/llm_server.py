@@ -98,6 +98,9 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
         # Logits of the last token only: hopsearch asks for no logprobs, and llama-cpp-python's
         # default (all) keeps n_ctx x 262k vocabulary floats and writes 1 MB per prompt token.
         "--logits_all", "false",
+        # Its default (true) ends a streamed completion with [DONE] as soon as another request waits:
+        # a DeepRAG step read from the stream would lose its marker whenever two questions share it.
+        "--interrupt_requests", "false",
     ]  # fmt: skip
     if not model:
         # The bundled Gemma GGUF carries no chat template; without this llama.cpp falls back to [INST] tags.

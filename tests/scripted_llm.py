@@ -7,7 +7,8 @@ the earliest, report ``stop_reason`` = that string unless ``report_stop_reason``
 ``max_tokens`` (whitespace tokens; ``finish_reason`` ``length``), usage (whitespace token counts).
 ``stream: true`` answers server-sent events, one whitespace token per event, like llama-cpp-python
 (no usage, the finish reason on the last event); ``streamed`` records per stream how many events
-were sent before the client closed it or the stream ended.
+were sent before the client closed it or the stream ended; ``interrupt_first`` cuts the first streams
+after one event, as llama-cpp-python does when another request waits.
 Faults: the first ``fail_first`` generation requests answer ``fail_status``; the first
 ``delay_first`` ones wait ``delay_s`` first; ``hang`` never answers.
 Token counts: ``tokenizer`` answers llama-cpp-python's ``POST /extras/tokenize/count`` (the default)
@@ -175,8 +176,12 @@ class ScriptedLLM:
         constrain: bool = True,
         logprob: Callable[[str], float] | None = None,
         tokenizer: Literal["llama-cpp-python", "llama.cpp"] | None = "llama-cpp-python",
+        interrupt_first: int = 0,
     ) -> None:
         self.tokenizer = tokenizer
+        #: The first N streams end after one event with ``[DONE]`` and no finish reason, as
+        #: llama-cpp-python's server cuts a stream when another request waits (``interrupt_requests``).
+        self.interrupt_first = interrupt_first
         self.counted: list[str] = []
         self.vllm_version = vllm_version
         self.constrain = constrain
@@ -411,9 +416,13 @@ class ScriptedLLM:
         await response.prepare(request)
         pieces = _PIECE.findall(text) or [""]
         sent = 0
+        cut = self.interrupt_first > 0  # one event, then [DONE] without a finish reason
+        if cut:
+            self.interrupt_first -= 1
+            pieces = pieces[:1]
         try:
             for number, piece in enumerate(pieces, start=1):
-                last = finish if number == len(pieces) else None
+                last = finish if number == len(pieces) and not cut else None
                 if kind == "text_completion":
                     choice: dict[str, Any] = {"index": 0, "text": piece, "finish_reason": last}
                 else:

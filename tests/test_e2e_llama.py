@@ -161,3 +161,25 @@ async def test_health_stays_ready_during_a_long_local_generation(llama: Settings
     assert statuses and running, f"the generation finished before /_health was asked three times: {statuses}"
     assert all(code == 200 for code, _, _ in statuses), statuses
     assert all(state in ("busy", "ready") for _, state, _ in statuses), statuses
+
+
+async def test_two_streams_at_once_both_finish(llama: Settings) -> None:
+    """Two clients (two service processes) stream from the one server at once: ``llm up`` starts it
+    with ``--interrupt_requests false``, so the second request waits instead of cutting the first
+    stream short (llama-cpp-python's default ends it with ``[DONE]`` and no finish reason)."""
+    import asyncio
+
+    extra = {"logit_bias": {"1": -100, "106": -100}}  # no end of text: each writes all its tokens
+    never = ("\n\n\n\n\n\n",)
+
+    async def stream(prompt: str) -> tuple[str | None, int]:
+        # No retry: a stream cut short fails the call (LLMUnavailable) instead of being asked again.
+        async with LLMClient(llama.model_copy(update={"llm_retries": 0})) as llm:
+            done = await llm.complete(prompt, max_tokens=24, stream_cut=never, extra=extra)
+        assert done.usage.completion_tokens > 1, done
+        return done.finish_reason, len(done.attempts)
+
+    first, second = await asyncio.gather(
+        stream("Write a long story about a lighthouse keeper."), stream("Describe the sea at night.")
+    )
+    assert first == second == ("length", 1)

@@ -188,3 +188,24 @@ async def test_credentials_in_a_base_url_become_basic_auth_and_never_reach_attem
     assert all("pa55word" not in str(r.url) for r in seen)
     assert all("pa55word" not in a.url and "alice" not in a.url for a in done.attempts)
     assert done.attempts[0].url == "http://llm.internal:8000/v1/completions"
+
+
+async def test_a_stream_cut_by_the_server_is_retried_not_read_as_no_marker() -> None:
+    """llama-cpp-python ends a stream with ``[DONE]`` and no finish reason when another request waits
+    (``interrupt_requests``): that is a failed attempt, not a completion without a marker."""
+    with ScriptedLLM(echo, report_stop_reason=False, interrupt_first=1) as server:
+        async with LLMClient(settings_for(server)) as llm:
+            done = await complete_until(llm, "a b c", STOPS, max_tokens=20)
+    assert (done.text, done.stop, done.stop_method) == (" one two three", "\nIntermediate answer:", "fallback-stream")
+    assert [a.ok for a in done.attempts] == [False, True]
+    assert "without a finish reason" in (done.attempts[0].error or "")
+    assert "--interrupt_requests false" in (done.attempts[0].error or "")
+
+
+async def test_streams_cut_on_every_attempt_end_in_a_clear_error() -> None:
+    with ScriptedLLM(echo, report_stop_reason=False, interrupt_first=10) as server:
+        async with LLMClient(settings_for(server, llm_retries=2)) as llm:
+            with pytest.raises(LLMUnavailable) as caught:
+                await complete_until(llm, "a b c", STOPS, max_tokens=20)
+    assert "without a finish reason" in str(caught.value) and server.streamed == [1, 1, 1]
+    assert len(caught.value.details["attempts"]) == 3

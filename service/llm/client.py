@@ -408,6 +408,13 @@ class LLMClient:
                     streamed = await read_until(response, stops)
                 except ValueError:
                     return _fail(url, response.status_code, started, "stream event is not JSON"), None, True
+                if not streamed.complete:
+                    error = (
+                        f"the stream ended after {streamed.chunks} token(s) without a finish reason or a stop "
+                        "string (cut by the server: llama-cpp-python cuts a stream when another request "
+                        "arrives unless started with --interrupt_requests false)"
+                    )
+                    return _fail(url, response.status_code, started, error), None, True
         latency = round((time.monotonic() - started) * 1000, 3)
         return Attempt(url=url, status=response.status_code, latency_ms=latency), streamed.to_body(), False
 

@@ -40,6 +40,16 @@ class Streamed:
     usage: dict[str, Any]
     model: str | None
     chunks: int
+    #: False where the server ignored ``stream: true`` and sent the whole completion.
+    streamed: bool = True
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream ended as a completion ends: at a stop string or with a finish reason.
+        A stream that stops without either was cut by the server (llama-cpp-python ends a stream with
+        ``[DONE]`` as soon as another request waits, unless started with ``--interrupt_requests
+        false``): its text is not the model's whole reply."""
+        return not self.streamed or self.stop is not None or self.finish_reason is not None
 
     def to_body(self) -> dict[str, Any]:
         """The non-streaming response shape, so the client reads both the same way."""
@@ -63,7 +73,7 @@ def from_body(data: dict[str, Any], stops: Sequence[str]) -> Streamed:
     cut, found = cut_at_first(text, stops)
     finish = "stop" if found is not None else choice.get("finish_reason")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    return Streamed(cut, found, finish, dict(usage or {}), data.get("model"), 1)
+    return Streamed(cut, found, finish, dict(usage or {}), data.get("model"), 1, streamed=False)
 
 
 async def read_until(response: httpx.Response, stops: Sequence[str]) -> Streamed:
