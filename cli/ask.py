@@ -40,7 +40,7 @@ async def ask_question(
         await runtime.store.require_passages(runtime.retriever.index)
         await runtime.store.ensure_side_indices()
         if retrieval_mode is None:
-            options = replace(options, retrieval_mode=await runtime.retrieval_mode())
+            options = replace(options, retrieval_mode=await runtime.retrieval_mode(strategy_name))
         return await runtime.strategy(strategy_name).answer(question, options)
 
 
@@ -57,7 +57,8 @@ async def ask_question(
     "--retrieval-mode",
     type=click.Choice(["bm25", "dense", "hybrid"]),
     default=None,
-    help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
+    help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
+    "for dualrag, where the index has vectors).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
 @filter_options

@@ -88,7 +88,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             mode=job.mode,  # type: ignore[arg-type]
             max_depth=depth_for(dataset),
             demonstrations=DEMONSTRATIONS if job.few_shot else "",
-            retrieval_mode=cast(RetrievalMode, job.retrieval_mode or await runtime.retrieval_mode()),
+            retrieval_mode=cast(RetrievalMode, job.retrieval_mode or await runtime.retrieval_mode(strategy)),
         )
         items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,8 @@ def evaluate() -> None:
     "--retrieval-mode",
     type=click.Choice(["bm25", "dense", "hybrid"]),
     default=None,
-    help="Retrieval mode of the strategy (default: the retrieval_mode setting where the index has vectors).",
+    help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
+    "for dualrag, where the index has vectors).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @filter_options

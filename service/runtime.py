@@ -78,16 +78,21 @@ class Runtime:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def retrieval_mode(self) -> RetrievalMode:
-        """The strategies' retrieval mode where a request sets none: the ``retrieval_mode`` setting
-        where the passages index holds this embedder's vectors, else ``bm25``."""
-        if self.settings.retrieval_mode == "bm25" or self.embedder is None:
+    async def retrieval_mode(self, strategy: str | None = None) -> RetrievalMode:
+        """The retrieval mode where a request sets none: the ``retrieval_mode`` setting where it is set,
+        else the ``strategy``'s own preference (``preferred_retrieval_mode``: DualRAG's keywords retrieve
+        best with BM25), else the setting's default — each where the passages index holds this
+        embedder's vectors, else ``bm25``."""
+        mode = self.settings.retrieval_mode
+        if strategy is not None and "retrieval_mode" not in self.settings.model_fields_set:
+            mode = getattr(self.strategy(strategy), "preferred_retrieval_mode", None) or mode
+        if mode == "bm25" or self.embedder is None:
             return "bm25"
         try:
             meta = await self.store.index_meta(self.retriever.index)
         except IndexMissing:
             return "bm25"
-        return self.settings.retrieval_mode if meta.get("embedder") == self.embedder.model_id else "bm25"
+        return mode if meta.get("embedder") == self.embedder.model_id else "bm25"
 
     def strategy(self, name: str) -> Strategy:
         """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime."""

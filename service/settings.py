@@ -126,7 +126,8 @@ class Settings(BaseSettings):
     retrieval_mode: Literal["bm25", "dense", "hybrid"] = Field(
         "hybrid",
         description="Retrieval mode of the strategies unless a request sets one; bm25 where the index holds "
-        "no vectors of the embedder (hybrid won on the shared 2Wiki questions: README, `hopsearch eval retrieval`).",
+        "no vectors of the embedder (hybrid won on the shared 2Wiki questions: README, `hopsearch eval retrieval`). "
+        "Left unset, DualRAG keeps BM25 for its keyword queries (measured better for them).",
     )
     rerank_url: str | None = Field(
         None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."

@@ -3,6 +3,7 @@ the local MiniLM embedder), plus the scoring functions themselves."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -13,6 +14,8 @@ from click.testing import CliRunner
 from hopsearch.cli.main import main
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.evaluation.recall import GoldItem, query_of, score_titles, summarize, trace_recall
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.settings import load_settings
 from tests.conftest import EsNode
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 
@@ -71,6 +74,17 @@ def test_eval_retrieval_on_the_bundled_slice(es8_node: EsNode, tmp_path: Path) -
     assert (report["hybrid"]["fusion"], report["hybrid:bool"]["fusion"]) == ("rrf", "bool")
     assert report["hybrid:es_rrf"]["fusion"] == "rrf" and "licence" in report["hybrid:es_rrf"]["fusion_note"]
     assert report["bm25"]["fusion"] == "none"
+
+    # the strategies' default mode over this index with vectors: hybrid, DualRAG's keywords BM25,
+    # the setting where it is set (for DualRAG too)
+    async def defaults(**settings: str) -> list[str]:
+        values = {"es_url": [es8_node.url], "index_prefix": env["HOPSEARCH_INDEX_PREFIX"], "embedder": "minilm"}
+        async with await Runtime.open(load_settings(**values, **settings)) as runtime:
+            return [await runtime.retrieval_mode(name) for name in (None, "single", "deeprag", "dualrag")]
+
+    assert asyncio.run(defaults()) == ["hybrid", "hybrid", "hybrid", "bm25"]
+    assert asyncio.run(defaults(retrieval_mode="hybrid")) == ["hybrid"] * 4
+    assert asyncio.run(defaults(retrieval_mode="bm25")) == ["bm25"] * 4
 
     # the table, and a strategy's retrieval over whole questions from its traces
     rows = tmp_path / "rows.jsonl"

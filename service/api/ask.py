@@ -101,7 +101,7 @@ async def ask(
     if not await runtime.store.exists(runtime.retriever.index):
         raise IndexMissing(f"no such index [{index}]", details={"index": index})
     strategy = runtime.strategy(body.strategy)
-    options = body.options.to_options(await runtime.retrieval_mode())
+    options = body.options.to_options(await runtime.retrieval_mode(body.strategy))
     slot = state.admit_question()
     if stream if stream is not None else body.stream:
         heartbeat = settings.api_sse_heartbeat_s

@@ -81,7 +81,11 @@ class AskOptionsModel(_Strict):
     mode: Literal["model", "always", "never"] = "model"
     max_depth: int = Field(10, ge=1, le=20)
     k: int = Field(3, ge=1, le=MAX_K)
-    retrieval_mode: RetrievalMode | None = Field(None, description="Default: the `retrieval_mode` setting.")
+    retrieval_mode: RetrievalMode | None = Field(
+        None,
+        description="Default: the `retrieval_mode` setting where set, else the strategy's own "
+        "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
+    )
     filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     max_tokens: int = Field(100, ge=1, le=4096)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))

@@ -98,6 +98,10 @@ class RecordedStrategy:
     ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``."""
 
     name: ClassVar[str]
+    #: The retrieval mode this strategy's queries are measured best with, used where neither the
+    #: request nor the ``retrieval_mode`` setting names one (:meth:`Runtime.retrieval_mode`); None:
+    #: the setting's default.
+    preferred_retrieval_mode: ClassVar[RetrievalMode | None] = None
     llm: LLMClient
     retriever: Retriever
     sink: TraceSink | None = None
