@@ -69,7 +69,7 @@ async def replay_step(runtime: Runtime, step: dict[str, Any], mode: RetrievalMod
         ranked = await rerank(runtime.embedder, searches, candidates)
         return {key(hit.title) for hits in ranked.values() for hit in hits}
     queries = step["queries"]
-    k = max(1, len(step.get("hit_ids") or ()) // len(queries)) or 3
+    k = len(step.get("hit_ids") or ()) // len(queries) or 3  # the step's k; 3 (the default) where it found nothing
     results = await runtime.retriever.search_many([RetrievalQuery(q, k=k, mode=mode) for q in queries])
     return {key(hit.title) for result in results for hit in result.hits}
 
