@@ -14,12 +14,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
+from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, StoreError
 from hopsearch.service.filters import in_scope
 from hopsearch.service.fusion import (
@@ -51,6 +53,7 @@ from hopsearch.service.types import (
 
 __all__ = ["RRF_K", "EsRetriever", "bm25_body", "cosine", "knn_body", "rrf", "script_score_body"]
 
+log = logging.getLogger(__name__)
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
 Source = bool | Mapping[str, Any]
 
@@ -207,24 +210,40 @@ class EsRetriever:
         self.reranker = reranker
         #: Why the server refused its rrf retriever (once refused, client RRF runs without asking again).
         self.rrf_refusal = ""
+        #: stored embedder id → its query embedder (:meth:`embedder_for`)
+        self._index_embedders: dict[str, Embedder | None] = {}
 
-    async def _dense_method(self) -> DenseMethod:
+    def embedder_for(self, stored: object) -> Embedder | None:
+        """The query embedder of an index whose vectors carry the embedder id ``stored``: the configured
+        embedder, or the one that produced them where this version knows it (an index built before the
+        embedder or its precision changed keeps answering until it is rebuilt), else ``None``."""
+        if self.embedder is None or not isinstance(stored, str):
+            return None
+        if stored not in self._index_embedders:
+            found = embedder_for_id(stored, self.store.settings, configured=self.embedder)
+            if found is not None and found is not self.embedder:
+                log.info("index [%s] holds vectors of %s: its queries are embedded with it", self.index, stored)
+            self._index_embedders[stored] = found
+        return self._index_embedders[stored]
+
+    async def _dense_method(self) -> tuple[DenseMethod, Embedder]:
         if self.embedder is None:
             raise ConfigError("dense and hybrid retrieval need an embedder (HOPSEARCH_EMBEDDER)")
         meta = await self.store.index_meta(self.index)
         if meta.get("embedder") is None:
             raise EmbedderMismatch(f"index [{self.index}] holds no vectors (BM25 only); use mode bm25")
-        if meta.get("embedder") != self.embedder.model_id:
+        embedder = self.embedder_for(meta.get("embedder"))
+        if embedder is None:
             raise EmbedderMismatch(
                 f"index [{self.index}] holds vectors of {meta.get('embedder')!r}, the query embedder is "
                 f"{self.embedder.model_id!r}"
             )
         mode = str(meta.get("vector_mode") or self.store.info.dense_method)
         if mode == "knn" and self.store.info.knn:
-            return "knn"
+            return "knn", embedder
         if mode == "script_score" and self.store.info.dense_method == "script_score":
-            return "script_score"
-        return "rerank"
+            return "script_score", embedder
+        return "rerank", embedder
 
     async def _stored_source(self) -> Source:
         """``_source`` of BM25 hits: as stored when the index holds no vectors (source filtering makes the
@@ -279,9 +298,8 @@ class EsRetriever:
         method: DenseMethod = "none"
         vectors: dict[int, list[float]] = {}
         if dense_idx:
-            method = await self._dense_method()
-            assert self.embedder is not None
-            embedded = await embed_queries(self.embedder, [queries[i].text for i in dense_idx])
+            method, embedder = await self._dense_method()
+            embedded = await embed_queries(embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
         licence = None
         if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):

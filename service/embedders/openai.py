@@ -1,4 +1,9 @@
-"""OpenAI-compatible ``/v1/embeddings`` client (vLLM, TEI, llama.cpp, OpenAI)."""
+"""OpenAI-compatible ``/v1/embeddings`` client (vLLM, TEI, llama.cpp, OpenAI).
+
+One ``embed`` call is cut into batches of ``batch_size`` texts, and up to ``concurrency`` of them are in
+flight at once: a GPU server batches concurrent requests together, so one request at a time leaves it idle
+for each round trip and each client-side JSON decode.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ class OpenAIEmbedder:
         batch_size: int = 64,
         timeout: float = 60.0,
         retries: int = 2,
+        concurrency: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -33,6 +39,7 @@ class OpenAIEmbedder:
         self._dims = dims
         self._batch_size = batch_size
         self._retries = retries
+        self._concurrency = max(1, concurrency)
 
     @property
     def model_id(self) -> str:
@@ -68,10 +75,22 @@ class OpenAIEmbedder:
         raise EmbedderError(f"embeddings request to {self._client.base_url} failed: {last}") from last
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self._batch_size):
-            out.extend(await self._post(texts[start : start + self._batch_size]))
-        return out
+        batches = [texts[start : start + self._batch_size] for start in range(0, len(texts), self._batch_size)]
+        if len(batches) <= 1 or self._concurrency == 1:
+            return [vector for batch in batches for vector in await self._post(batch)]
+        slots = asyncio.Semaphore(self._concurrency)
+
+        async def post(batch: Sequence[str]) -> list[list[float]]:
+            async with slots:
+                return await self._post(batch)
+
+        tasks = [asyncio.ensure_future(post(batch)) for batch in batches]
+        try:
+            results = await asyncio.gather(*tasks)
+        finally:  # one failed batch: the others are not left running
+            for task in tasks:
+                task.cancel()
+        return [vector for result in results for vector in result]
 
     async def aclose(self) -> None:
         await self._client.aclose()
