@@ -17,6 +17,9 @@ import elasticsearch
 import httpx
 import pytest
 
+from hopsearch.service.api.espath import parse_request
+from hopsearch.service.api.proxy import AllowList
+from hopsearch.service.errors import ConfigError
 from tests.api_fixtures import API_KEY
 from tests.conftest import EsNode
 from tests.counting_proxy import CountingProxy
@@ -136,10 +139,10 @@ async def test_hopsearch_prefixes_never_fall_through_to_the_cluster(es8_node: Es
             seen = list(proxy.credentials)
     finally:
         await proxy.stop()
+    assert seen == []  # not one of them reached the cluster
     for target, (status, _, body) in zip(targets, answers, strict=True):
         assert status in (400, 404, 405), (target, status, body[:200])
         assert error_type(body) in ("resource_not_found_exception", "method_not_allowed_exception"), target
-    assert seen == []  # not one of them reached the cluster
 
 
 @pytest.mark.parametrize("major", [8, 7])
@@ -268,3 +271,25 @@ async def test_an_answer_compressed_on_the_way_is_decoded_for_a_caller_that_did_
         assert json.loads(body)["hits"]["hits"][0]["_id"] == "p-donner"
     assert gzipped[1]["content-encoding"] == "gzip"
     assert json.loads(gzip.decompress(gzipped[2]))["hits"]["hits"][0]["_id"] == "p-donner"
+
+
+def test_a_path_is_parsed_into_its_index_expression_and_endpoint() -> None:
+    """What a policy on indices reads (issue 27: hopsearch's own indices for admins only)."""
+    search = parse_request("POST", b"/a,logs-%2A,-x/_search")
+    assert (search.index, search.indices, search.endpoint) == ("a,logs-*,-x", ("a", "logs-*", "-x"), ("_search",))
+    assert search.target == "/a,logs-*,-x/_search"
+    assert parse_request("GET", b"/_all/_doc/1").indices == ("_all",)
+    nodes = parse_request("GET", b"/_nodes/_search")
+    assert (nodes.index, nodes.endpoint) == (None, ("_nodes", "_search"))
+    assert parse_request("GET", b"/a,_nodes/_search").index is None  # an endpoint hidden in a list is no index
+    assert parse_request("GET", b"/%3Cx%3E/_doc/a%20b?q=1").target == "/%3Cx%3E/_doc/a%20b"
+
+
+def test_a_pattern_that_is_not_method_and_path_is_a_settings_error() -> None:
+    for bad in ("GET", "/_search", "GET _search", "G-T /x"):
+        with pytest.raises(ConfigError, match="proxy_allow"):
+            AllowList.of([bad])
+    allow = AllowList.of(["GET|HEAD /{index}/_doc/*"])
+    assert allow.allows(parse_request("HEAD", b"/a,b/_doc/1"))
+    assert not allow.allows(parse_request("GET", b"/_cluster/_doc/1"))
+    assert not allow.allows(parse_request("PUT", b"/a/_doc/1"))
