@@ -21,31 +21,39 @@ from pydantic_settings import (
 )
 
 UrlList = Annotated[list[str], NoDecode]
-#: The read and search APIs of Elasticsearch: the default of ``proxy_allow``.
+#: The default of ``proxy_allow``: reads and searches on indices, nothing cluster- or node-wide (no
+#: ``_flush``/``_refresh``, ``_cluster``, ``_nodes``, ``_tasks``, ``_cat``, no index settings): what the
+#: official clients' search, count, get, mget, scroll, point-in-time, mapping and exists calls send.
+#: ``{index}`` is one segment of index names, never an endpoint (``/_nodes/_search`` does not match).
 PROXY_ALLOW_READ = (
-    "GET /**",
-    "HEAD /**",
-    "POST /_search",
-    "POST /*/_search",
-    "POST /_msearch",
-    "POST /*/_msearch",
-    "POST /_count",
-    "POST /*/_count",
-    "POST /_mget",
-    "POST /*/_mget",
-    "POST /*/_explain/*",
-    "POST /_field_caps",
-    "POST /*/_field_caps",
-    "POST /*/_validate/query",
-    "POST /*/_terms_enum",
+    "GET|POST /_search",
+    "GET|POST /{index}/_search",
+    "GET|POST /_msearch",
+    "GET|POST /{index}/_msearch",
+    "GET|POST /_search/template",
+    "GET|POST /{index}/_search/template",
+    "GET|POST /_msearch/template",
+    "GET|POST /{index}/_msearch/template",
+    "GET|POST /_count",
+    "GET|POST /{index}/_count",
+    "GET|POST /{index}/_knn_search",
+    "GET|POST /{index}/_explain/*",
+    "GET|POST /_validate/query",
+    "GET|POST /{index}/_validate/query",
+    "GET|POST /{index}/_terms_enum",
+    "GET|POST /_field_caps",
+    "GET|POST /{index}/_field_caps",
+    "GET|HEAD /{index}/_doc/*",
+    "GET|HEAD /{index}/_source/*",
+    "GET|POST /_mget",
+    "GET|POST /{index}/_mget",
+    "GET /{index}/_mapping",
+    "GET /{index}/_mapping/field/*",
     "POST /_search/scroll",
     "DELETE /_search/scroll",
-    "POST /_search/template",
-    "POST /*/_search/template",
-    "POST /_msearch/template",
-    "POST /*/_msearch/template",
-    "POST /*/_pit",
+    "POST /{index}/_pit",
     "DELETE /_pit",
+    "HEAD /{index}",
 )
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
@@ -213,8 +221,9 @@ class Settings(BaseSettings):
     proxy_allow: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(PROXY_ALLOW_READ),
         description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
-        "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
-        "Default: read and search APIs only.",
+        "`METHOD /path` patterns on the decoded path (`*` within one segment, `**` any rest, `{index}` one "
+        "segment of index names, `GET|POST` several methods), comma-separated; others are refused with 403. "
+        "Default: reads and searches on indices only (listed in the README).",
     )
 
     health_timeout: float = Field(
