@@ -60,6 +60,13 @@ PROXY_ALLOW_READ = (
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
+#: Limits on zip-based documents (.docx, .xlsx, .pptx), checked in the zip directory before anything is
+#: inflated. Far above real Office files (a 1,000-page report's document.xml is tens of MB; Office XML
+#: deflates 5-50:1) and far below a bomb (zeros deflate about 1,030:1: 2 MB become 2 GB).
+DEFAULT_ZIP_MAX_MEMBER_BYTES = 256 * 1024 * 1024
+DEFAULT_ZIP_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+DEFAULT_ZIP_MAX_RATIO = 200.0
+DEFAULT_ZIP_MAX_MEMBERS = 20_000
 
 
 def _default_cache() -> Path:
@@ -260,6 +267,29 @@ class Settings(BaseSettings):
     hyde_decompose: bool = Field(True, description="HyDE strategy: split the question into 1-3 sub-queries.")
     hyde_hypothetical: bool = Field(
         True, description="HyDE strategy: search with a hypothetical answer passage per sub-query."
+    )
+
+    # --- document loading (`index docs`) -------------------------------------------------------
+    zip_max_member_bytes: int = Field(
+        DEFAULT_ZIP_MAX_MEMBER_BYTES,
+        ge=1,
+        description="Largest uncompressed member of a .docx, .xlsx or .pptx file (zip directory, read before "
+        "anything is inflated); a file over it is dead-lettered, the others load.",
+    )
+    zip_max_total_bytes: int = Field(
+        DEFAULT_ZIP_MAX_TOTAL_BYTES,
+        ge=1,
+        description="Largest uncompressed size of all members of a .docx, .xlsx or .pptx file together "
+        "(the Office libraries hold every part in memory).",
+    )
+    zip_max_ratio: float = Field(
+        DEFAULT_ZIP_MAX_RATIO,
+        gt=1,
+        description="Largest compression ratio (uncompressed / compressed) of a member over 1 MiB of a .docx, "
+        ".xlsx or .pptx file.",
+    )
+    zip_max_members: int = Field(
+        DEFAULT_ZIP_MAX_MEMBERS, ge=1, description="Most members (parts) a .docx, .xlsx or .pptx file may hold."
     )
 
     # --- local services ------------------------------------------------------------------------
