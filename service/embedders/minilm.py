@@ -83,6 +83,9 @@ class MiniLMEncoder:
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._lock = threading.Lock()
+        # one run at a time: each already uses every core (two calls at once, as the loader makes, would
+        # only fight over them); the next call tokenises meanwhile
+        self._run_lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> Array:
         if not texts:
@@ -96,7 +99,9 @@ class MiniLMEncoder:
             "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None, :],
             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.float32),
         }
-        return onnx_bert.unit(self.session.run(["pooled"], feeds)[0])
+        with self._run_lock:
+            pooled: Array = self.session.run(["pooled"], feeds)[0]
+        return onnx_bert.unit(pooled)
 
 
 def _package_version() -> str:

@@ -1,8 +1,9 @@
 """OpenAI-compatible ``/v1/embeddings`` client (vLLM, TEI, llama.cpp, OpenAI).
 
-One ``embed`` call is cut into batches of ``batch_size`` texts, and up to ``concurrency`` of them are in
-flight at once: a GPU server batches concurrent requests together, so one request at a time leaves it idle
-for each round trip and each client-side JSON decode.
+One ``embed`` call is cut into batches of ``batch_size`` texts, and up to ``concurrency`` of them (over
+all the calls in flight: the loader embeds the next batch while the last is still out) are sent at once:
+a GPU server batches concurrent requests together, so one request at a time leaves it idle for each
+round trip and each client-side JSON decode.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 from collections.abc import Sequence
 
 import httpx
+import orjson
 
 from hopsearch.service.errors import EmbedderError
 
@@ -40,6 +42,7 @@ class OpenAIEmbedder:
         self._batch_size = batch_size
         self._retries = retries
         self._concurrency = max(1, concurrency)
+        self._slots: asyncio.Semaphore | None = None
 
     @property
     def model_id(self) -> str:
@@ -58,9 +61,13 @@ class OpenAIEmbedder:
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
                 response.raise_for_status()
-                data = sorted(response.json()["data"], key=lambda item: int(item["index"]))
-                vectors = [[float(v) for v in item["embedding"]] for item in data]
-            except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
+                # orjson: a GPU server answers thousands of vectors a second, and decoding them with the
+                # standard library took most of a core
+                data = sorted(orjson.loads(response.content)["data"], key=lambda item: int(item["index"]))
+                vectors = [item["embedding"] for item in data]
+                if not all(isinstance(v, list) for v in vectors):
+                    raise TypeError("an embedding is not a list of numbers")
+            except (httpx.HTTPError, orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
                 last = exc
                 if attempt < self._retries and isinstance(exc, httpx.TransportError):
                     await asyncio.sleep(0.2 * 2**attempt)
@@ -76,13 +83,16 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         batches = [texts[start : start + self._batch_size] for start in range(0, len(texts), self._batch_size)]
-        if len(batches) <= 1 or self._concurrency == 1:
-            return [vector for batch in batches for vector in await self._post(batch)]
-        slots = asyncio.Semaphore(self._concurrency)
+        if self._slots is None:  # one limit over every call in flight (the loader runs several at once)
+            self._slots = asyncio.Semaphore(self._concurrency)
+        slots = self._slots
 
         async def post(batch: Sequence[str]) -> list[list[float]]:
             async with slots:
                 return await self._post(batch)
+
+        if len(batches) == 1:
+            return await post(batches[0])
 
         tasks = [asyncio.ensure_future(post(batch)) for batch in batches]
         try:
