@@ -140,6 +140,17 @@ async def remote(texts: list[str], rounds: int, slots: int, batch_ms: float, bat
             await client.aclose()
 
 
+async def server_busy(url: str, since: float) -> float:
+    """The share of the server's slot time spent serving, from the first request after ``since`` to the last."""
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        stats = (await client.get(f"{url}/stats")).json()
+    served = [(start, end) for start, end in stats["served"] if start >= since]
+    window = max(end for _, end in served) - min(start for start, _ in served)
+    return sum(end - start for start, end in served) / (stats["slots"] * window)
+
+
 async def remote_load(
     es_url: str, texts: list[str], rounds: int, slots: int, batch_ms: float, batch: int, concurrency: int
 ) -> None:
@@ -156,6 +167,7 @@ async def remote_load(
         rows = [{"_id": str(i), "title": f"p{i}", "text": t} for i, t in enumerate(texts)]
         corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         rates: dict[int, list[float]] = {1: [], concurrency: []}
+        busy: dict[int, list[float]] = {1: [], concurrency: []}
         for r in range(rounds):
             for width in rates:
                 settings = Settings(es_url=[es_url], index_prefix=f"bemb{uuid.uuid4().hex[:8]}", embedder="none")  # type: ignore[call-arg]
@@ -165,9 +177,10 @@ async def remote_load(
                     opts = LoadOptions(
                         checkpoint=Path(tmp) / f"{r}-{width}.ck", dead_letter=Path(tmp) / f"{r}-{width}.dl"
                     )
-                    began = time.perf_counter()
+                    began, since = time.perf_counter(), time.monotonic()
                     await load_jsonl(store, corpus, dataclasses.replace(opts, batch_size=256), embedder=embedder)
                     rates[width].append(len(texts) / (time.perf_counter() - began))
+                    busy[width].append(await server_busy(url, since))
                 finally:
                     await embedder.aclose()
                     await store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
@@ -175,7 +188,10 @@ async def remote_load(
         for width, values in rates.items():
             label = "one batch at a time (before)" if width == 1 else f"embed_concurrency={width}"
             rate = statistics.median(values)
-            print(f"  {label:<28} {rate:7.1f} passages/s  {rate / capacity:5.2f} of the embedder's capacity")
+            print(
+                f"  {label:<28} {rate:7.1f} passages/s  {rate / capacity:5.2f} of the embedder's capacity (whole "
+                f"load); server busy {statistics.median(busy[width]):.2f} of its slot time from first to last request"
+            )
 
 
 def main() -> int:
@@ -189,6 +205,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--es-url", default=None, help="also load through the loader with the remote embedder")
+    parser.add_argument("--load-passages", type=int, default=8192, help="passages per load (--es-url)")
+    parser.add_argument("--skip-remote", action="store_true")
     args = parser.parse_args()
     texts = passages(args.questions, args.passages)
     cores = len(os.sched_getaffinity(0))
@@ -196,10 +214,12 @@ def main() -> int:
     print(f"{len(texts)} passages of {args.questions.name} ({words:.0f} words on average), {cores} cores")
     if not args.skip_local:
         local(texts, args.rounds, args.batch)
-    asyncio.run(remote(texts * 8, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency))
+    if not args.skip_remote:
+        asyncio.run(remote(texts * 8, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency))
     if args.es_url:
+        many = passages(args.questions, args.load_passages)
         asyncio.run(
-            remote_load(args.es_url, texts * 8, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency)
+            remote_load(args.es_url, many, args.rounds, args.slots, args.batch_ms, args.batch, args.concurrency)
         )
     return 0
 

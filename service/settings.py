@@ -147,8 +147,8 @@ class Settings(BaseSettings):
         4,
         ge=1,
         le=256,
-        description="Batches of one `embed` call in flight at once on the `openai` embeddings server (a GPU "
-        "server batches them together).",
+        description="Requests in flight at once on the `openai` embeddings server, over every batch being "
+        "embedded (a GPU server batches them together; the loader embeds two loader batches at once).",
     )
 
     # --- retrieval -----------------------------------------------------------------------------

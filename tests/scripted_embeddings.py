@@ -5,7 +5,8 @@ once, each for a fixed ``batch_s`` whatever its size (a GPU runs a batch in abou
 vLLM and TEI batch concurrent requests); the others wait in its queue. Its capacity is therefore
 ``slots * batch_size / batch_s`` texts per second. Vectors are fixed per text (seeded by its CRC), unit
 length, ``dims`` wide. It records what a test observes: ``max_in_flight`` (requests received and not yet
-answered), and per served request its texts and its (start, end) on the server's clock.
+answered), and per served request its texts and its (start, end) on the server's clock (``time.monotonic``,
+the same clock in every process of the machine; ``GET /v1/stats`` gives them to a benchmark in another process).
 """
 
 from __future__ import annotations
@@ -112,8 +113,13 @@ class ScriptedEmbeddings:
             finally:
                 self.in_flight -= 1
 
+        async def stats(request: web.Request) -> web.Response:
+            served = [[item.start, item.end] for item in self.served]
+            return web.json_response({"slots": self.slots, "served": served, "max_in_flight": self.max_in_flight})
+
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/embeddings", embeddings)
+        app.router.add_get("/v1/stats", stats)
         runner = web.AppRunner(app, shutdown_timeout=0.2)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", self.port).start()
