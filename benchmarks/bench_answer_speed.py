@@ -153,7 +153,7 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
     assert side.runtime is not None
     offset = side.server.offset()
     started = time.monotonic()
-    result = await side.runtime.strategy("deeprag").answer(record.question, side.options)
+    result = await side.runtime.strategy("deeprag").answer(asking(record.question, side.options))
     wall = time.monotonic() - started
     await asyncio.sleep(0.3)  # let the server's log lines land
     memory = side.server.memory_kb()

@@ -83,6 +83,9 @@ class Store:
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
         self._licence: dict[str, Any] | None = None
+        #: Why the cluster refused Elasticsearch's rrf retriever, once it has (a capability learnt once per
+        #: cluster: later hybrid queries asking for it run client-side RRF without asking again).
+        self.rrf_refusal = ""
         self._side_indices_ready = False
         #: ``_msearch`` through the transport (8.x client); None: through the client's API (7.x)
         self._poster = NdjsonPoster(client, settings) if info.major >= 8 and client is not None else None

@@ -26,7 +26,7 @@ from hopsearch.service.api.middleware import leaf_routes
 from hopsearch.service.api.models import RetrieveRequest
 from hopsearch.service.api.responses import OrjsonResponse, error_response, status_of
 from hopsearch.service.api.routes import run_retrieve
-from hopsearch.service.api.state import ApiState
+from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError
 
 #: The route's path (``{index}`` matches as Starlette matches it: one segment) and bound.
@@ -96,7 +96,7 @@ class FastRetrieve:
         if route is not None:
             scope["route"] = route  # the gate labels the request's metrics with it
         try:
-            response = OrjsonResponse(await run_retrieve(self.state, found.group(1), request))
+            response = OrjsonResponse(await run_retrieve(self.state, caller_of(scope), found.group(1), request))
         except HopsearchError as exc:
             response = error_response(exc, self.state.redact, self._retry_after if status_of(exc) == 429 else None)
         await response(scope, receive, send)
