@@ -15,7 +15,7 @@ from rich.table import Table
 from hopsearch.cli.esnode import find_java
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.render import print_answer
-from hopsearch.service import usecases
+from hopsearch.service import trace_reads, usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
@@ -145,7 +145,7 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await store.get_document(settings.traces_index, trace_id)
+            return await trace_reads.trace(store, settings.traces_index, trace_id)
 
     try:
         doc = asyncio.run(go())
@@ -167,9 +167,9 @@ def list_traces(size: int) -> None:
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            body = {"size": size, "sort": [{"started_at": "desc"}], "_source": ["question", "strategy", "status"]}
-            found = await store.search(settings.traces_index, body)
-            return [dict(hit["_source"], _id=hit["_id"]) for hit in found["hits"]["hits"]]
+            return await trace_reads.recent_traces(
+                store, settings.traces_index, size, ("question", "strategy", "status")
+            )
 
     try:
         rows = asyncio.run(go())

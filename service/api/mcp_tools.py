@@ -17,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hopsearch.service import usecases
+from hopsearch.service import trace_reads, usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
@@ -132,7 +132,7 @@ def build_server(state: ApiState) -> MCPServer:
     async def run_trace(trace_id: str) -> dict[str, Any]:
         check_text(trace_id, settings.api_max_question_chars, "id")
         runtime = await state.runtime()
-        doc = await runtime.store.get_document(settings.traces_index, trace_id)
+        doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id)
         if doc is None:
             raise NotFound(f"trace [{trace_id}] not found")
         return doc

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service import requests, usecases
+from hopsearch.service import requests, trace_reads, usecases
 from hopsearch.service.access import Caller
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
@@ -139,7 +139,7 @@ async def get_trace(request: Request, trace_id: Annotated[str, Path(min_length=1
     state = state_of(request)
     runtime = await state.runtime()
     index = state.settings.traces_index
-    doc = await runtime.store.get_document(index, trace_id)
+    doc = await trace_reads.trace(runtime.store, index, trace_id)
     if doc is None:
         raise NotFound(f"trace [{trace_id}] not found", details={"index": index})
     return OrjsonResponse({"_index": index, "_id": trace_id, "found": True, "_source": doc})

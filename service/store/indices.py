@@ -1,0 +1,288 @@
+"""Index lifecycle: the indices from ``es_mappings/``, the passages alias over its versions, ``_meta`` and the
+embedder guard, index settings, listing and deletion under the prefix.
+
+Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
+fills a new version and :meth:`IndexLifecycle.swap_alias` moves the alias atomically. The passages index
+``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
+(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode; :meth:`IndexLifecycle.check_embedder`
+refuses vectors from any other embedder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
+from hopsearch.service.esclient import body_of, call
+from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
+from hopsearch.service.store.base import Connected
+from hopsearch.service.types import DenseMethod, Embedder
+
+SCHEMA_VERSION = 1
+
+
+def load_template(name: str) -> dict[str, Any]:
+    """A JSON template from the ``es_mappings`` package data."""
+    text = resources.files("hopsearch.es_mappings").joinpath(f"{name}.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(node, str) and node.startswith("$"):
+        return values[node[1:]]
+    if isinstance(node, dict):
+        pairs = ((k, _substitute(v, values)) for k, v in node.items())
+        return {k: v for k, v in pairs if v is not None}
+    if isinstance(node, list):
+        return [_substitute(v, values) for v in node]
+    return node
+
+
+def embedding_mapping(method: DenseMethod, dims: int) -> dict[str, Any]:
+    """The ``embedding`` field for the server: indexed HNSW, exact script_score, or ``_source`` only."""
+    if method == "knn":
+        return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
+    if method == "script_score":
+        return {"type": "dense_vector", "dims": dims}
+    return {"type": "float", "index": False, "doc_values": False}
+
+
+class IndexLifecycle(Connected):
+    """Creating, finding, describing and deleting indices."""
+
+    @property
+    def analyzer(self) -> str:
+        if self.settings.analyzer:
+            return self.settings.analyzer
+        return "english" if self.info.analysis_common else "standard"
+
+    @property
+    def ja_analysis(self) -> JaAnalysis:
+        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
+        return ja_analysis_for(self.info.modules)
+
+    async def exists(self, name: str) -> bool:
+        return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
+
+    async def ensure_indices(self, embedder: Embedder | None = None) -> str:
+        """Create the passages (version 1 + alias), outlines and traces indices where missing.
+        Returns the concrete passages index behind the alias."""
+        await self.ensure_side_indices()
+        current = await self.passages_index()
+        if current is None:
+            current = await self.create_passages_version(embedder)
+            await self.swap_alias(current)
+        elif embedder is not None:
+            await self.check_embedder(embedder.model_id, embedder.dims, index=current)
+        return current
+
+    async def ensure_side_indices(self) -> None:
+        """Create the outlines and traces indices where missing (never the passages index); once per
+        store: later calls (every DualRAG question's first outline save) cost no round trip."""
+        if self._side_indices_ready:
+            return
+        for name, template in (
+            (self.settings.outlines_index, "outlines"),
+            (self.settings.traces_index, "traces"),
+        ):
+            if not await self.exists(name):
+                await self._create(name, load_template(template))
+        self._side_indices_ready = True
+
+    async def ensure_embedder_field(self, index: str) -> None:
+        """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
+        before it existed; a no-op where it is there. Written with every vector, it is what an
+        incremental load and a dense search ask to find documents without one (``exists`` cannot see a
+        ``_source``-only vector)."""
+        body = {"properties": {"embedder": {"type": "keyword"}}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
+
+    async def require_passages(self, name: str) -> None:
+        """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""
+        if not await self.exists(name):
+            raise IndexMissing(
+                f"no such passages index or alias [{name}]: load passages first (hopsearch index …), "
+                "or name an existing one with --index",
+                details={"index": name},
+            )
+
+    async def _create(self, name: str, body: Mapping[str, Any]) -> None:
+        try:
+            await call(self.client.indices.create(index=name, body=dict(body)), f"create index {name}")
+        except StoreError as exc:
+            if "resource_already_exists_exception" not in str(exc):
+                raise
+
+    def passages_body(self, embedder: Embedder | None, *, replicas: int | None = None) -> dict[str, Any]:
+        """The passages index body for this server and embedder (``_meta`` included): ``passages_shards``
+        primaries, ``replicas`` (default: the ``passages_replicas`` setting, else 0) replicas."""
+        template = load_template("passages")
+        values: dict[str, Any] = {
+            "ANALYZER": self.analyzer,
+            "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
+        }
+        body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
+        if replicas is None:
+            replicas = self.settings.passages_replicas or 0
+        body["settings"] |= {"number_of_shards": self.settings.passages_shards, "number_of_replicas": replicas}
+        fields = ja_mappings(self.ja_analysis)
+        properties = body["mappings"]["properties"]
+        if self.ja_analysis == "kuromoji":
+            for name in ("title", "text"):
+                properties[name].setdefault("fields", {}).update(fields)
+        else:
+            properties.update(fields)
+            body["mappings"]["_source"] = {"excludes": list(fields)}  # searched, never read back
+        body["mappings"]["_meta"] = {
+            "hopsearch": {
+                "schema_version": SCHEMA_VERSION,
+                "embedder": embedder.model_id if embedder else None,
+                "dims": embedder.dims if embedder else None,
+                "analyzer": self.analyzer,
+                "ja_analysis": self.ja_analysis,
+                "vector_mode": self.info.dense_method if embedder else None,
+                "created_at": datetime.now(UTC).isoformat(),
+            }
+        }
+        return body
+
+    async def passages_versions(self) -> list[str]:
+        pattern = f"{self.settings.passages_alias}-v*"
+        response = body_of(
+            await call(self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"), "list")
+        )
+        regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
+        found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
+        return [name for _, name in sorted(found)]
+
+    async def create_passages_index(self, name: str, embedder: Embedder | None) -> str:
+        """Create a passages index called ``name`` (outside the alias's versions; ``index … --index``)."""
+        await self._create(name, self.passages_body(embedder, replicas=await self.passages_replicas()))
+        return name
+
+    async def create_passages_version(self, embedder: Embedder | None) -> str:
+        """Create ``<prefix>-passages-v<N+1>`` (not yet behind the alias) and return its name."""
+        versions = await self.passages_versions()
+        last = int(versions[-1].rsplit("-v", 1)[1]) if versions else 0
+        name = f"{self.settings.passages_alias}-v{last + 1}"
+        await self._create(name, self.passages_body(embedder, replicas=await self.passages_replicas()))
+        return name
+
+    async def passages_index(self) -> str | None:
+        """The concrete index behind the passages alias, or ``None``."""
+        alias = self.settings.passages_alias
+        if not await call(self.client.indices.exists_alias(name=alias), "alias exists"):
+            return None
+        response = body_of(await call(self.client.indices.get_alias(name=alias), f"get alias {alias}"))
+        names = sorted(response)
+        return names[-1] if names else None
+
+    async def swap_alias(self, new_index: str, *, delete_old: bool = False) -> list[str]:
+        """Point the passages alias at ``new_index`` in one atomic ``_aliases`` call."""
+        alias = self.settings.passages_alias
+        old: list[str] = []
+        if await call(self.client.indices.exists_alias(name=alias), "alias exists"):
+            old = sorted(body_of(await call(self.client.indices.get_alias(name=alias), "get alias")))
+        actions: list[dict[str, Any]] = [
+            {"remove": {"index": name, "alias": alias}} for name in old if name != new_index
+        ]
+        actions.append({"add": {"index": new_index, "alias": alias}})
+        await call(self.client.indices.update_aliases(body={"actions": actions}), f"swap alias {alias}")
+        if delete_old:
+            for name in old:
+                if name != new_index:
+                    await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
+        return [name for name in old if name != new_index]
+
+    async def index_meta(self, index: str | None = None) -> dict[str, Any]:
+        """``_meta.hopsearch`` of the passages index (or of ``index``; an alias resolves)."""
+        name = index or self.settings.passages_alias
+        if name in self._meta_cache:
+            return self._meta_cache[name]
+        if not await self.exists(name):
+            raise IndexMissing(f"no such index [{name}]; run `hopsearch init` or index something first")
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        metas = [m.get("mappings", {}).get("_meta", {}).get("hopsearch", {}) for m in response.values()]
+        meta = dict(metas[0]) if metas else {}
+        self._meta_cache[name] = meta
+        return meta
+
+    async def check_embedder(self, embedder_id: str, dims: int, *, index: str | None = None) -> None:
+        """Refuse vectors from another embedder than the one the index ``_meta`` names."""
+        meta = await self.index_meta(index)
+        name = index or self.settings.passages_alias
+        if meta.get("embedder") is None:
+            raise EmbedderMismatch(
+                f"index [{name}] was created without vectors (BM25 only); rebuild it with the embedder "
+                f"{embedder_id!r} (hopsearch index ... --rebuild) to store vectors"
+            )
+        if meta.get("embedder") != embedder_id or meta.get("dims") != dims:
+            raise EmbedderMismatch(
+                f"index [{name}] holds vectors of {meta.get('embedder')!r} ({meta.get('dims')} dims); "
+                f"refusing vectors of {embedder_id!r} ({dims} dims)"
+            )
+
+    async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
+        await call(self.client.indices.put_settings(index=index, body={"index": dict(settings)}), "put settings")
+
+    async def get_settings(self, index: str) -> dict[str, Any]:
+        response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
+        return dict(next(iter(response.values()))["settings"]["index"])
+
+    async def prefix_indices(self) -> list[dict[str, Any]]:
+        """Every index under ``<prefix>-``: name, aliases, documents, size, ``_meta.hopsearch``, created."""
+        pattern = f"{self.settings.index_prefix}-*"
+        found = body_of(await call(self.client.indices.get(index=pattern), f"get {pattern}"))
+        stats = body_of(await call(self.client.indices.stats(index=pattern, metric="docs,store"), "stats"))
+        rows = []
+        for name, body in sorted(found.items()):
+            totals = stats.get("indices", {}).get(name, {}).get("primaries", {})
+            created = body.get("settings", {}).get("index", {}).get("creation_date")
+            rows.append(
+                {
+                    "index": name,
+                    "aliases": sorted(body.get("aliases", {})),
+                    "documents": totals.get("docs", {}).get("count"),
+                    "bytes": totals.get("store", {}).get("size_in_bytes"),
+                    "created": datetime.fromtimestamp(int(created) / 1000, UTC).isoformat() if created else None,
+                    "meta": body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}),
+                }
+            )
+        return rows
+
+    async def delete_indices(self, names: Sequence[str]) -> None:
+        """Delete these indices (exact names: no wildcards reach Elasticsearch from here)."""
+        for name in names:
+            if any(c in name for c in "*?,"):
+                raise StoreError(f"refusing to delete [{name}]: exact index names only")
+            await call(self.client.indices.delete(index=name), f"delete {name}")
+        self._meta_cache.clear()
+
+    async def passages_replicas(self) -> int:
+        """Replicas of a new passages index: the ``passages_replicas`` setting, else 1 where the cluster has
+        more than one data node (a copy survives a node) and 0 on a single node (a replica could never
+        be placed there: the index would stay yellow)."""
+        if self.settings.passages_replicas is not None:
+            return self.settings.passages_replicas
+        return 1 if int((await self.cluster_health()).get("number_of_data_nodes", 1)) > 1 else 0
+
+    async def wait_for_health(self, index: str, *, timeout_s: float = 60) -> dict[str, Any]:
+        """Wait until every copy of ``index`` that can be placed is (green; yellow where there are
+        fewer data nodes than copies, as on a single node). Returns the health, ``timed_out`` included."""
+        settings = await self.get_settings(index)
+        copies = 1 + int(settings.get("number_of_replicas", 0))
+        nodes = int((await self.cluster_health()).get("number_of_data_nodes", 1))
+        status = "green" if nodes >= copies else "yellow"
+        request = self.client.cluster.health(index=index, wait_for_status=status, timeout=f"{int(timeout_s)}s")
+        try:
+            return body_of(await call(request, f"health of {index}"))
+        except StoreError as exc:  # 408: not reached in time
+            return {"status": None, "timed_out": True, "wanted": status, "error": str(exc)}
