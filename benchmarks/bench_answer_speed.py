@@ -9,7 +9,7 @@ interleaved (the order alternates per question) so both see the same load on a s
 
 - **before**: the llama.cpp server as ``llm up`` started it before (all-token logits), the
   ``followup`` stop fallback (a second request per generation step), no repeat guard;
-- **after**: ``llm up``'s server command now (:func:`hopsearch.cli.llm_server.server_command`),
+- **after**: ``llm up``'s server command now (:func:`hopsearch.cli.local.llm_server.server_command`),
   the ``stream`` stop fallback (the default) and the repeat guard (the default).
 
 Each side has its own ``llama_cpp.server`` (Gemma 3 270M Q4_K_M, one slot, started here on free ports
@@ -43,7 +43,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hopsearch.cli.llm_server import server_command  # noqa: E402
+from hopsearch.cli.local.llm_server import server_command  # noqa: E402
 from hopsearch.loaders.api import ensure_qa_contexts  # noqa: E402
 from hopsearch.loaders.questions import QARecord, read_questions  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402

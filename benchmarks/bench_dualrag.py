@@ -14,7 +14,7 @@
    does) against a scripted server that answers each call after ``--delay`` seconds, versus the
    same 3 calls one after the other.
 
-Starts its own Elasticsearch 8.19 node (hopsearch.cli.esnode, integ-test-zip from the cache) on a free
+Starts its own Elasticsearch 8.19 node (hopsearch.cli.local.esnode, integ-test-zip from the cache) on a free
 port in a temporary folder (or uses the one at ``--es-url``), indexes passages from the shared
 2WikiMultihopQA sample (their context paragraphs; synthetic passages when the sample is absent), and
 stops the node at the end.
@@ -45,7 +45,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
 
-from hopsearch.cli import esnode  # noqa: E402
+from hopsearch.cli.local import esnode  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.llm import LLMClient  # noqa: E402
 from hopsearch.service.requests import AskRequest  # noqa: E402

@@ -12,8 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from hopsearch.cli.esnode import find_java
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.render import print_answer
 from hopsearch.service import trace_reads, usecases
 from hopsearch.service.access import ADMIN

@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from hopsearch.cli import esnode, llm_server
 from hopsearch.cli.es import node_spec
+from hopsearch.cli.local import esnode, llm_server
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions

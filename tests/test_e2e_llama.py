@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli import llm_server
+from hopsearch.cli.local import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.llm import LLMClient, complete_until
 from hopsearch.service.retrieval import EsRetriever

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.filters import parse_filters

@@ -1,6 +1,6 @@
 """``POST /{index}/_retrieve`` without the framework's request machinery: the hot path of the service.
 
-A pure ASGI middleware, innermost (inside :class:`~hopsearch.service.api.middleware.Gate`, so API keys,
+A pure ASGI middleware, innermost (inside :class:`~hopsearch.service.api.middleware.gate.Gate`, so API keys,
 body limits and metrics apply as to any route). For a well-formed request — a JSON object body sent as
 ``application/json`` that :class:`~hopsearch.service.api.models.RetrieveRequest` accepts — it parses the
 body once (orjson), validates it once (pydantic) and runs the route's own code
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware import leaf_routes
+from hopsearch.service.api.middleware.gate import leaf_routes
 from hopsearch.service.api.models import RetrieveRequest
 from hopsearch.service.api.responses import OrjsonResponse, error_response, status_of
 from hopsearch.service.api.routes import run_retrieve
