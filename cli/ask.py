@@ -11,12 +11,13 @@ import click
 from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.options import ask_options
 from hopsearch.cli.render import answer_text, steps_table
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH, DEFAULT_POLICY, DEFAULT_STRATEGY
-from hopsearch.service.runtime import STRATEGIES, Runtime
+from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
+from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import Answer
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
@@ -51,21 +52,11 @@ async def ask_question(
 
 @click.command("ask")
 @click.argument("question")
-@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True)
-@click.option("--index", default=None, help="Passages index or alias to answer from (default: <prefix>-passages).")
-@click.option("--prefix", default=None, help="Index prefix: passages alias, outlines and traces under it.")
-@click.option("--mode", type=click.Choice(["model", "always", "never"]), default=DEFAULT_POLICY, show_default=True)
 @click.option("--depth", type=int, default=DEFAULT_DEPTH, show_default=True, help="DeepRAG depth (6 for HotpotQA).")
 @click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
 @click.option("--few-shot", is_flag=True, help="Put worked DeepRAG examples before the question.")
-@click.option(
-    "--retrieval-mode",
-    type=click.Choice(["bm25", "dense", "hybrid"]),
-    default=None,
-    help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
-    "for dualrag, where the index has vectors).",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
+@ask_options
 @filter_options
 def ask(
     question: str,

@@ -23,14 +23,15 @@ from rich.table import Table
 
 from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.options import ask_options
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
-from hopsearch.service.requests import CLI_ASK, DEFAULT_POLICY, DEFAULT_STRATEGY, RetrievalPolicy
-from hopsearch.service.runtime import STRATEGIES, Runtime
+from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
+from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings
 from hopsearch.service.strategies import Answer, depth_for
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
@@ -141,23 +142,13 @@ def evaluate() -> None:
 
 @evaluate.command("answers")
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--index", default=None, help="Passages index or alias to answer from (default: <prefix>-passages).")
-@click.option("--prefix", default=None, help="Index prefix: passages alias, outlines and traces under it.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
-@click.option("--mode", type=click.Choice(["model", "always", "never"]), default=DEFAULT_POLICY, show_default=True)
 @click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
-@click.option(
-    "--retrieval-mode",
-    type=click.Choice(["bm25", "dense", "hybrid"]),
-    default=None,
-    help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
-    "for dualrag, where the index has vectors).",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@ask_options
 @filter_options
 def answers(
     questions: Path,

@@ -118,17 +118,7 @@ def search_request(
             query.text, settings.api_max_question_chars, fields.text if len(queries) == 1 else f"{fields.text}.{number}"
         )
         check_k(query.k, settings.api_max_k, fields.k)
-        checked.append(
-            RetrievalQuery(
-                query.text,
-                k=query.k,
-                mode=query.mode,
-                fusion=query.fusion,
-                weights=query.weights,
-                legs=query.legs,
-                rerank=query.rerank,
-            )
-        )
+        checked.append(RetrievalQuery(**{f.name: getattr(query, f.name) for f in dataclass_fields(Query)}))
     return SearchRequest(_scope(runtime, index, caller, filters, fields.filters), tuple(checked), fields.filters)
 
 
