@@ -8,6 +8,7 @@ access filter the planner adds once. Nothing of it rides on a context variable o
 
 from __future__ import annotations
 
+import fnmatch
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,20 +20,36 @@ def principal(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold().strip()
 
 
+#: What a key may be allowed to do.
+ACTIONS = frozenset({"search", "ask", "outlines", "traces", "admin"})
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The principals a request is made by. ``admin`` reads everything (admin keys, the CLI without
-    ``--key``, an open loopback service); ``subject`` is the end user a trace belongs to and ``key`` the
-    API key's name, where known."""
+    ``--key``, an open loopback service); ``subject`` is whom a trace belongs to (an end-user token's
+    subject, else the key's name) and ``key`` the API key's name, where known. ``indices`` are the index
+    patterns and ``actions`` the actions the caller's key allows; ``namespace`` the outline namespace
+    bound to the key (None: the service's)."""
 
     principals: frozenset[str] = frozenset()
     admin: bool = False
     subject: str | None = None
     key: str | None = None
+    indices: tuple[str, ...] = ("*",)
+    actions: frozenset[str] = ACTIONS
+    namespace: str | None = None
 
     @classmethod
     def of(cls, names: Iterable[str], **fields: Any) -> Caller:
         return cls(principals=frozenset(principal(n) for n in names if n.strip()), **fields)
+
+    def may(self, action: str) -> bool:
+        return self.admin or action in self.actions
+
+    def may_use(self, index: str) -> bool:
+        """Whether the key's index patterns cover ``index`` (an admin's cover every index)."""
+        return self.admin or any(fnmatch.fnmatchcase(index, pattern) for pattern in self.indices)
 
     def to_dict(self) -> dict[str, Any]:
         return {"principals": sorted(self.principals), "admin": self.admin, "subject": self.subject, "key": self.key}
