@@ -12,19 +12,22 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from hopsearch.cli.esnode import find_java
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.render import print_answer
+from hopsearch.service import trace_reads, usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.rerank import make_reranker
-from hopsearch.service.retrieval import EsRetriever, without_vectors_note
+from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
+from hopsearch.service.retrieval import without_vectors_note
+from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
-from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery
+from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
 
 def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
@@ -65,8 +68,8 @@ def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
 
 @click.command("search")
 @click.argument("query")
-@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True)
-@click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default=SEARCH_MODE, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 100), default=SEARCH_K, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
 @click.option("--fusion", type=click.Choice(["rrf", "bool", "es_rrf"]), default="rrf", show_default=True)
 @click.option("--weights", type=(float, float), default=(1.0, 1.0), help="Hybrid: weights of bm25 and dense.")
@@ -88,25 +91,13 @@ def search(
     """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
     clauses = filter_clauses(sources, filters)
 
-    async def go() -> Any:
-        settings = load_settings()
-        async with await Store.connect(settings) as store:
-            embedder = make_embedder(settings) if mode != "bm25" else None
-            reranker = make_reranker(settings) if rerank else None
-            retriever = EsRetriever(store, embedder, index=index, reranker=reranker, filters=clauses)
-            request = RetrievalQuery(
-                query,
-                k=k,
-                mode=cast(RetrievalMode, mode),
-                fusion=cast(Fusion, fusion),
-                weights=weights,
-                rerank=rerank,
+    async def go() -> SearchResult:
+        async with await Runtime.open(load_settings()) as runtime:
+            wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank)
+            request = usecases.search_request(
+                runtime, [wanted], caller=ADMIN, index=index, filters=clauses, fields=CLI_SEARCH
             )
-            try:
-                [result] = await retriever.search_many([request])
-            finally:
-                if reranker is not None:
-                    await reranker.aclose()
+            [result] = await usecases.search(runtime, request)
             return result
 
     try:
@@ -154,7 +145,7 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await store.get_document(settings.traces_index, trace_id)
+            return await trace_reads.trace(store, settings.traces_index, trace_id)
 
     try:
         doc = asyncio.run(go())
@@ -176,9 +167,9 @@ def list_traces(size: int) -> None:
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            body = {"size": size, "sort": [{"started_at": "desc"}], "_source": ["question", "strategy", "status"]}
-            found = await store.search(settings.traces_index, body)
-            return [dict(hit["_source"], _id=hit["_id"]) for hit in found["hits"]["hits"]]
+            return await trace_reads.recent_traces(
+                store, settings.traces_index, size, ("question", "strategy", "status")
+            )
 
     try:
         rows = asyncio.run(go())

@@ -17,15 +17,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from hopsearch.cli import esnode, llm_server
 from hopsearch.cli.es import node_spec
+from hopsearch.cli.local import esnode, llm_server
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
+from hopsearch.service import usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.requests import CLI_ASK
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
-from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 DEMO_DEPTH = 4
@@ -75,8 +77,16 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
         )
         console.print(f"[bold]4/4[/] asking with {strategy}: [italic]{chosen.question}[/]")
         # A base model this small needs a worked example of DeepRAG's format; a short depth keeps it quick.
-        options = AskOptions(demonstrations=DEMONSTRATIONS, max_depth=DEMO_DEPTH)
-        answer = await runtime.strategy(strategy).answer(chosen.question, options)
+        request = await usecases.ask_request(
+            runtime,
+            chosen.question,
+            caller=ADMIN,
+            strategy=strategy,
+            demonstrations=DEMONSTRATIONS,
+            max_depth=DEMO_DEPTH,
+            fields=CLI_ASK,
+        )
+        answer = await usecases.ask(runtime, request)
         document = answer.trace.to_document()
     print_answer(console, document)
     console.print(f"gold answer (2WikiMultihopQA): {', '.join(chosen.answers)}")

@@ -69,7 +69,7 @@ def test_es_status_reports_not_running(tmp_path: object) -> None:
 
 def test_es_up_status_down_as_this_user(tmp_path: object) -> None:
     """`hopsearch es up|status|down` on a node of its own (the suite runs as root in CI)."""
-    from hopsearch.cli.esnode import free_port
+    from hopsearch.cli.local.esnode import free_port
 
     env = {
         "HOPSEARCH_ES_PORT": str(free_port()),

@@ -19,6 +19,7 @@ from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM
 
 QUESTION = "When was the director of Jaws born?"
@@ -46,7 +47,7 @@ async def run(
     faults.setdefault("constrain", False)
     with server_for(flavour, model, **faults) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await DualRAG(llm, retriever, sink).answer(QUESTION, options or AskOptions())
+            answer = await DualRAG(llm, retriever, sink).answer(asking(QUESTION, options or AskOptions()))
     return answer, dict(sink.documents[answer.trace.trace_id]), retriever, server
 
 
@@ -282,7 +283,7 @@ async def test_a_one_slot_server_gets_one_request_at_a_time_and_nothing_is_retri
     with server_for("llamacpp-followup", model, slots=1, work_s=0.3, constrain=False) as server:
         settings = settings_for(server, "llamacpp-followup", llm_timeout=0.75)
         async with LLMClient(settings) as llm:
-            answer = await DualRAG(llm, CountingRetriever(), sink).answer(QUESTION, AskOptions())
+            answer = await DualRAG(llm, CountingRetriever(), sink).answer(asking(QUESTION, AskOptions()))
     answer.raise_for_error()
     doc = dict(sink.documents[answer.trace.trace_id])
     assert len([s for s in doc["steps"] if s["kind"] == "summarize"]) == 4

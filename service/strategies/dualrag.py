@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from hopsearch.service.outlines import Fact, OutlineStore
-from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
+from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -65,12 +65,11 @@ class DualRAG(RecordedStrategy):
     preferred_retrieval_mode = "bm25"
     outlines: OutlineStore | None = None
     embedder: Embedder | None = None
-    namespace: str = DEFAULT_OUTLINE_NAMESPACE
     max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S
     persist: bool = True
 
     def __post_init__(self) -> None:
-        self.link = OutlineLink(self.outlines, self.namespace, self.max_age_s, self.persist)
+        self.link = OutlineLink(self.outlines, self.max_age_s, self.persist)
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -105,7 +104,7 @@ class DualRAG(RecordedStrategy):
             searches = await self.link.reuse(context, run, searches, depth)
             if searches:
                 await self._aggregate(context, run, searches, depth)
-            await self.link.save(run)
+            await self.link.save(run, context.request.namespace)
         return await self._final(context, run, stop, depth)
 
     async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:
@@ -144,7 +143,7 @@ class DualRAG(RecordedStrategy):
     async def _aggregate(self, context: RunContext, run: RunOutline, searches: list[EntitySearch], depth: int) -> None:
         started = time.monotonic()
         mode = context.options.retrieval_mode
-        candidates = await gather_candidates(self.retriever, searches, mode=mode)
+        candidates = await gather_candidates(context.retriever, searches, mode=mode)
         ranked = await rerank(self.embedder, searches, candidates)
         context.recorder.add(
             Step(
