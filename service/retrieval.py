@@ -36,6 +36,7 @@ from hopsearch.service.fusion import (
     with_score,
 )
 from hopsearch.service.japanese import ja_query
+from hopsearch.service.path_filters import with_relative_paths
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.store import Store
 from hopsearch.service.types import (
@@ -236,7 +237,7 @@ class EsRetriever:
         """Answer every query with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
         if not queries:
             return []
-        queries = self._scoped(queries)
+        queries = await with_relative_paths(self.store, self.index, self._scoped(queries))
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
         out = await self._search(queries)
@@ -262,7 +263,7 @@ class EsRetriever:
             return rrf_groups(lengths, [result.hits for result in results], size=size)
         if not flat:
             return [[] for _ in groups]
-        queries = self._scoped(flat)
+        queries = await with_relative_paths(self.store, self.index, self._scoped(flat))
         plain = await self._stored_source()
         meta = await self.store.index_meta(self.index)
         responses = await self.store.msearch(
