@@ -23,7 +23,7 @@ MAX_K = 10_000
 FILTERS_DOC = (
     "Metadata filters (hopsearch.service.filters): term, terms, range, exists, and/or/not over source, path, "
     "doc_id, lang, url, title.keyword, content_sha, chunk, indexed_at and metadata.<name>; a bad one is a 400 "
-    "naming the field."
+    "naming the field. A path is relative to its indexed folder, as hits show it (absolute: starting with /)."
 )
 FilterSpec = dict[str, Any]
 
