@@ -40,6 +40,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     REASONER_SCHEMA,
     answer_prompt,
     identifier_prompt,
+    prompt_copies,
     read_entities,
     read_reasoning,
     reasoner_prompt,
@@ -128,6 +129,11 @@ class DualRAG(RecordedStrategy):
             EntitySearch(key, run.sections[key].entity.name, tuple(words[: 2 * MAX_KEYWORDS]))
             for key, words in merged.items()
         ]
+        details: dict[str, object] = {"links": links}
+        copies = prompt_copies(reply.value)
+        if copies:  # the prompt's own words (its keys, "(none)", "a | b | c"): never searched
+            details["copied_from_prompt"] = copies
+            details["note"] = f"not searched, copied from the prompt: {' | '.join(copies)}"
         context.recorder.add(
             json_step(
                 "identify",
@@ -136,7 +142,7 @@ class DualRAG(RecordedStrategy):
                 name="identifier",
                 depth=depth,
                 queries=tuple(k for s in searches for k in s.keywords),
-                details={"links": links},
+                details=details,
             )
         )
         return searches
