@@ -4,7 +4,8 @@ Multi-Hop Question Answering" (ACL 2025, arXiv:2504.18243).
 Each iteration: the Reasoner writes the next thought and says whether knowledge is missing
 (``{thought, need_retrieve}``); if so, the Entity Identifier names the entities it is about, with
 search keywords (``{entities: [{entity, keywords, same_as}]}``), and each name is linked to a known
-entity (same normalised key, a known alias, or the model's ``same_as``). Entities whose fresh facts
+entity (same normalised key, a known alias, or the model's ``same_as``); names and keywords copied from
+the prompt itself (its keys, "(none)", "a | b | c") are dropped and listed in the step. Entities whose fresh facts
 are stored in the outlines index (same namespace, younger than ``outline_max_age_s``) reuse them
 instead of retrieving — once per run, as an ``outline_reuse`` step that lists the facts and their
 passage ids. For the others, every keyword is searched in ONE ``_msearch``, each entity's lists are
