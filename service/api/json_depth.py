@@ -16,8 +16,24 @@ import re
 from hopsearch.service.errors import RequestInvalid
 
 MAX_JSON_DEPTH = 64
-#: Strings (escapes included, so a bracket inside one is text) and the structural characters.
+#: A string (escapes included, so a bracket inside one is text).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: Strings and the structural characters.
 _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+#: Every byte but the brackets (deleted to leave the nesting alone).
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def _depth_within(body: bytes, limit: int) -> bool:
+    """Whether the brackets outside strings nest at most ``limit`` deep: each round of deleting the
+    empty pairs takes one level off (in C, ~100 times faster than walking the tokens, which is left
+    for the body that fails, to name the field)."""
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
+    return not brackets
 
 
 class _Frame:
@@ -35,6 +51,8 @@ def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH, where: str = "body") -> R
     """The 400 for a body nesting arrays or objects deeper than ``limit``, naming the first such
     value (``body.filters.0.and.0…``); None for any other body (invalid JSON is the parser's to refuse)."""
     if body.count(b"[") + body.count(b"{") <= limit:  # cannot nest deeper than its brackets: no scan
+        return None
+    if _depth_within(body, limit):
         return None
     stack: list[_Frame] = []
     for token in _TOKENS.finditer(body):
