@@ -88,3 +88,13 @@ def test_depth_scan_names_the_value_and_ignores_brackets_in_text() -> None:
     assert too_deep(b'{"a":[1,{"b":[]}]}', limit=4) is None
     assert too_deep(b'{"q":"' + b"[{" * 5000 + b'\\"[["}') is None  # brackets inside a string are text
     assert too_deep(b"[" * (MAX_JSON_DEPTH + 1)) is not None and too_deep(b"[" * MAX_JSON_DEPTH) is None
+
+
+def test_depth_is_exact_at_the_limit_for_mixed_arrays_and_objects() -> None:
+    for depth in range(1, 12):
+        body = (
+            "".join("[{"[n % 2] for n in range(depth)) + "".join("]}"[n % 2] for n in reversed(range(depth)))
+        ).encode()
+        padded = body + b"," + b"[]" * 40  # enough brackets to pass the count, not the depth
+        for limit in range(1, 12):
+            assert (too_deep(b"[" + padded + b"]", limit=limit) is None) == (depth + 1 <= limit), (depth, limit)

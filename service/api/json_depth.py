@@ -22,6 +22,8 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 #: Every byte but the brackets (deleted to leave the nesting alone).
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+#: An empty pair; one pass deletes those there are, not those the deletion makes: one level a pass.
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
 
 
 def _depth_within(body: bytes, limit: int) -> bool:
@@ -32,7 +34,7 @@ def _depth_within(body: bytes, limit: int) -> bool:
     for _ in range(limit):
         if not brackets:
             return True
-        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        brackets = _EMPTY_PAIR.sub(b"", brackets)
     return not brackets
 
 
