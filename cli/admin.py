@@ -18,13 +18,13 @@ from hopsearch.cli.render import print_answer
 from hopsearch.service import trace_reads, usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
 from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import load_settings
+from hopsearch.service.settings import load_settings, shown_url
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
@@ -179,16 +179,41 @@ def list_traces(size: int) -> None:
         click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
 
 
+def vectors_check(index: str, meta: dict[str, Any] | None, embedder_id: str | None) -> tuple[str, str]:
+    """The passages index's vectors against the configured embedder: ``ok``, ``!!`` (vectors of another
+    embedder: dense and hybrid search refuse them, loads too) or ``??`` (nothing to compare)."""
+    if meta is None:
+        return "ok", f"no index [{index}] yet"
+    stored = meta.get("embedder")
+    if stored is None:
+        if embedder_id is None:
+            return "ok", f"[{index}] holds no vectors (BM25 only) and no embedder is configured"
+        return "??", (
+            f"[{index}] holds no vectors (BM25 only): the configured embedder {embedder_id!r} is not used "
+            "(HOPSEARCH_EMBEDDER=none says so)"
+        )
+    if embedder_id is None:
+        return "??", f"[{index}] holds vectors of {stored!r}, no embedder is configured: BM25 only"
+    if stored != embedder_id:
+        return "!!", (
+            f"[{index}] holds vectors of {stored!r}, the configured embedder is {embedder_id!r}: dense and hybrid "
+            "search refuse them (set HOPSEARCH_EMBEDDER to the index's embedder)"
+        )
+    return "ok", f"[{index}] holds vectors of {stored!r}, the configured embedder"
+
+
 @click.command("doctor")
 def doctor() -> None:
-    """Check Java, Elasticsearch, the embedder and the LLM server; exit 1 if something is missing."""
+    """Check Java, Elasticsearch, the embedder (against the index's vectors) and the LLM server; exit 1
+    if something is missing or does not match."""
     settings = load_settings()
     problems = 0
 
-    def report(ok: bool, what: str, detail: str) -> None:
+    def report(ok: bool | str, what: str, detail: str) -> None:
         nonlocal problems
-        problems += 0 if ok else 1
-        click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
+        mark = ("ok" if ok else "!!") if isinstance(ok, bool) else ok
+        problems += mark == "!!"
+        click.echo(f"[{mark}] {what}: {detail}")
 
     try:
         report(True, "java", str(find_java(settings.java_home, settings.es_version)))
@@ -196,18 +221,30 @@ def doctor() -> None:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")
 
-    async def es() -> str:
+    async def es() -> tuple[str, dict[str, Any] | None]:
         async with await Store.connect(settings) as store:
             caps = store.info.to_dict()["capabilities"]
-            return f"{store.info.number} at {', '.join(settings.es_url)} (vectors: {caps['vector_mode']})"
+            try:
+                meta: dict[str, Any] | None = await store.index_meta()
+            except IndexMissing:
+                meta = None
+            where = ", ".join(shown_url(url) for url in settings.es_url)
+            return f"{store.info.number} at {where} (vectors: {caps['vector_mode']})", meta
 
+    reached = False
+    meta: dict[str, Any] | None = None
     try:
-        report(True, "elasticsearch", asyncio.run(es()))
+        detail, meta = asyncio.run(es())
+        report(True, "elasticsearch", detail)
+        reached = True
     except HopsearchError as exc:
         report(False, "elasticsearch", str(exc))
     try:
         embedder = make_embedder(settings)
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
+        if reached:
+            mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
+            report(mark, "index vectors", detail)
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 

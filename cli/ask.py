@@ -12,7 +12,7 @@ from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options
-from hopsearch.cli.render import answer_text, steps_table
+from hopsearch.cli.render import answer_text, ask_head, steps_table, totals_lines
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
@@ -95,21 +95,14 @@ def ask(
     if as_json:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        click.echo(f"Question: {question}")
-        click.echo(f"Answer:   {answer_text(answer.text)}")
-        if answer.citations:
-            click.echo("Citations:")
-            for number, citation in enumerate(answer.citations, start=1):
-                click.echo(f"  [{number}] {citation.id}  {citation.title}  ({citation.score:.2f})")
         console = Console()
+        cited = [(c.id, c.title, c.score) for c in answer.citations]
+        for line in ask_head(question, answer_text(answer.text), cited, console.width):
+            click.echo(line)
         console.print(steps_table(document, console.width))
-        totals = document["totals"]
-        click.echo(
-            f"Totals: {totals['retrievals']} retrievals, {totals['llm_calls']} LLM calls, "
-            f"{totals['tokens_in']} tokens in, {totals['tokens_out']} out, {totals['wall_ms'] / 1000:.2f} s; "
-            f"trace {document['trace_id']} "
-            + (f"in {settings.traces_index}" if answer.trace_not_stored is None else "NOT stored (see the warning)")
-        )
+        stored_in = settings.traces_index if answer.trace_not_stored is None else None
+        for line in totals_lines(document, stored_in, console.width):
+            click.echo(line)
     if answer.trace_not_stored is not None:
         click.echo(f"warning: {answer.trace_not_stored}", err=True)
     if answer.error is not None:

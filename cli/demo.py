@@ -27,7 +27,7 @@ from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.settings import Settings, load_settings, shown_url
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 DEMO_DEPTH = 4
@@ -54,14 +54,14 @@ def services_up(settings: Settings, console: Console) -> None:
         info = esnode.start(spec)
         console.print(f"{info['status']} ({time.monotonic() - started:.1f} s)")
     else:
-        console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(settings.es_url)}")
+        console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(map(shown_url, settings.es_url))}")
     if _local_llm(settings):
         started = time.monotonic()
         console.print(f"[bold]2/4[/] llama.cpp server on port {settings.llm_port} ...", end=" ")
         server = llm_server.start(settings)
         console.print(f"{server.model} ({time.monotonic() - started:.1f} s)")
     else:
-        console.print(f"[bold]2/4[/] LLM: using {', '.join(settings.llm_base_url)}")
+        console.print(f"[bold]2/4[/] LLM: using {', '.join(map(shown_url, settings.llm_base_url))}")
 
 
 async def ask_sample(settings: Settings, question_id: str, strategy: str, console: Console) -> dict[str, object]:

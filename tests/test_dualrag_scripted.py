@@ -12,6 +12,7 @@ import pytest
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget
+from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.dualrag_prompts import EntityQuery, is_none, read_entities
@@ -293,3 +294,28 @@ async def test_a_one_slot_server_gets_one_request_at_a_time_and_nothing_is_retri
     ends = [end for _, end in server.served]
     starts = [start for start, _ in server.served]
     assert all(start >= end for start, end in zip(starts[1:], ends[:-1], strict=True))  # one after the other
+
+
+async def test_keywords_copied_from_the_prompt_are_not_searched_and_a_filler_answer_is_no_answer() -> None:
+    """The local model searched "a | b | c" and answered "(no)" (issue 27, item 14)."""
+    copied = {
+        "entities": [
+            {"entity": "Jaws", "keywords": ["a", "b", "c"], "same_as": ""},
+            {"entity": "entity", "keywords": ["keywords"], "same_as": "same_as"},
+            {"entity": "Steven Spielberg", "keywords": ["a | b | c", "Spielberg born", "(none)"], "same_as": ""},
+        ]
+    }
+    model = ChatModel(
+        {"reasoner": [reason("Find who directed Jaws.", True), reason("Done.", False)], "identifier": [copied]},
+        summaries={"Jaws": "Jaws (1975) was directed by Steven Spielberg."},
+        answer="(no)",
+    )
+    answer, doc, retriever, _ = await run(model)
+    answer.raise_for_error()
+    assert retriever.batches == [["Jaws", "Spielberg born"]]  # the entity's own name where no keyword is left
+    [identify] = [step for step in doc["steps"] if step["kind"] == "identify"]
+    assert identify["details"]["copied_from_prompt"] == ["a", "b", "c", "entity", "keywords", "a | b | c", "(none)"]
+    assert "copied from the prompt: a | b | c" in identify["details"]["note"]
+    assert identify["queries"] == ["Jaws", "Spielberg born"]
+    assert final(doc)["output"].split("\n")[0].strip() == "(no)" and answer.text == NO_ANSWER
+    assert [e.entity for e in read_entities(copied)] == ["Jaws", "Steven Spielberg"]

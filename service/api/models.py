@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hopsearch.service.api.json_depth import MAX_JSON_DEPTH
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
     DEFAULT_MAX_TOKENS,
@@ -30,13 +31,16 @@ MAX_K = 10_000
 FILTERS_DOC = (
     "Metadata filters (hopsearch.service.filters): term, terms, range, exists, and/or/not over source, path, "
     "doc_id, lang, url, title.keyword, content_sha, chunk, indexed_at and metadata.<name>; a bad one is a 400 "
-    "naming the field."
+    "naming the field. A path is relative to its indexed folder, as hits show it (absolute: starting with /)."
 )
 FilterSpec = dict[str, Any]
 
 
-def _check_text(value: Any, where: str) -> None:
-    """Refuse lone surrogates (valid JSON escapes, but not UTF-8: no client could send them on)."""
+def _check_text(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse lone surrogates (valid JSON escapes, but not UTF-8: no client could send them on). The
+    service refuses deeper bodies before this (``json_depth``); the bound keeps the recursion safe anyway."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{where or 'body'}: nested deeper than {MAX_JSON_DEPTH} arrays and objects")
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -44,11 +48,11 @@ def _check_text(value: Any, where: str) -> None:
             raise ValueError(f"{where or 'body'}: text is not valid Unicode (lone surrogate)") from exc
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_text(key, where)
-            _check_text(item, f"{where}.{key}" if where else str(key))
+            _check_text(key, where, depth + 1)
+            _check_text(item, f"{where}.{key}" if where else str(key), depth + 1)
     elif isinstance(value, list):
         for number, item in enumerate(value):
-            _check_text(item, f"{where}.{number}")
+            _check_text(item, f"{where}.{number}", depth + 1)
 
 
 class _Strict(BaseModel):

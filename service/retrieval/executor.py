@@ -18,6 +18,7 @@ from hopsearch.service.access import Scope
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
 from hopsearch.service.japanese import ja_query
+from hopsearch.service.path_filters import with_relative_paths
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval.bodies import bm25_body
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
@@ -55,7 +56,7 @@ class EsRetriever:
             return []
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
-        out = await self._search(scope, scoped(queries, scope))
+        out = await self._search(scope, await with_relative_paths(self.store, scope.index, scoped(queries, scope)))
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
         return out
@@ -74,7 +75,7 @@ class EsRetriever:
             return rrf_groups(lengths, [result.hits for result in results], size=size)
         if not flat:
             return [[] for _ in groups]
-        queries = scoped(flat, scope)
+        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope))
         facts = await self.facts(scope.index)
         responses = await self.store.msearch(
             [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]

@@ -4,7 +4,8 @@ Multi-Hop Question Answering" (ACL 2025, arXiv:2504.18243).
 Each iteration: the Reasoner writes the next thought and says whether knowledge is missing
 (``{thought, need_retrieve}``); if so, the Entity Identifier names the entities it is about, with
 search keywords (``{entities: [{entity, keywords, same_as}]}``), and each name is linked to a known
-entity (same normalised key, a known alias, or the model's ``same_as``). Entities whose fresh facts
+entity (same normalised key, a known alias, or the model's ``same_as``); names and keywords copied from
+the prompt itself (its keys, "(none)", "a | b | c") are dropped and listed in the step. Entities whose fresh facts
 are stored in the outlines index (same namespace, younger than ``outline_max_age_s``) reuse them
 instead of retrieving — once per run, as an ``outline_reuse`` step that lists the facts and their
 passage ids. For the others, every keyword is searched in ONE ``_msearch``, each entity's lists are
@@ -40,6 +41,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     REASONER_SCHEMA,
     answer_prompt,
     identifier_prompt,
+    prompt_copies,
     read_entities,
     read_reasoning,
     reasoner_prompt,
@@ -127,6 +129,11 @@ class DualRAG(RecordedStrategy):
             EntitySearch(key, run.sections[key].entity.name, tuple(words[: 2 * MAX_KEYWORDS]))
             for key, words in merged.items()
         ]
+        details: dict[str, object] = {"links": links}
+        copies = prompt_copies(reply.value)
+        if copies:  # the prompt's own words (its keys, "(none)", "a | b | c"): never searched
+            details["copied_from_prompt"] = copies
+            details["note"] = f"not searched, copied from the prompt: {' | '.join(copies)}"
         context.recorder.add(
             json_step(
                 "identify",
@@ -135,7 +142,7 @@ class DualRAG(RecordedStrategy):
                 name="identifier",
                 depth=depth,
                 queries=tuple(k for s in searches for k in s.keywords),
-                details={"links": links},
+                details=details,
             )
         )
         return searches
