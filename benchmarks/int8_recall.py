@@ -19,6 +19,7 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +30,12 @@ from hopsearch.loaders.api import ensure_qa_contexts  # noqa: E402
 from hopsearch.loaders.docs import load_docs  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.questions import read_questions  # noqa: E402
+from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.evaluation.recall import evaluate_mode  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
 from hopsearch.service.runtime import Runtime  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402
-from hopsearch.service.types import RetrievalQuery  # noqa: E402
+from hopsearch.service.types import RetrievalQuery, SearchResult  # noqa: E402
 from tests.ja_corpus import build_corpus, questions  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "2wiki_dev100.jsonl"
@@ -54,6 +56,16 @@ async def drop(runtime: Runtime) -> None:
     await runtime.store.client.indices.delete(index=f"{prefix}-*", allow_no_indices=True)
 
 
+def searcher(runtime: Runtime) -> Callable[[Sequence[RetrievalQuery]], Awaitable[list[SearchResult]]]:
+    """What ``hopsearch eval retrieval`` searches with: the runtime's retriever over the passages alias."""
+    scope = Scope(runtime.settings.passages_alias, ADMIN)
+
+    async def search(queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        return await runtime.retriever.search_many(scope, queries)
+
+    return search
+
+
 async def wiki_recall(url: str, path: Path) -> dict[tuple[str, str], float]:
     records = read_questions(path)
     items = gold_items(records)
@@ -62,7 +74,7 @@ async def wiki_recall(url: str, path: Path) -> dict[tuple[str, str], float]:
         runtime = await Runtime.open(settings_for(url, name, precision))
         try:
             await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
-            report = await evaluate_mode(runtime.retriever, items, "dense", 10)
+            report = await evaluate_mode(searcher(runtime), items, "dense", 10)
             out[(name, precision)] = float(report["recall@10"])
             assert runtime.embedder is not None
             print(f"  {runtime.embedder.model_id:<48} dense recall@10 {out[(name, precision)]:.3f}", flush=True)
@@ -82,7 +94,10 @@ async def japanese_top5(url: str, corpus: Path, tmp: Path) -> dict[tuple[str, st
             options = LoadOptions(checkpoint=tmp / f"{tag}.ckpt", dead_letter=tmp / f"{tag}.dl")
             await load_docs(runtime.store, corpus, options, embedder=runtime.embedder)
             retriever = EsRetriever(runtime.store, runtime.embedder)
-            results = await retriever.search_many([RetrievalQuery(q.question, k=5, mode="dense") for q in qs])
+            results = await retriever.search_many(
+                Scope(runtime.settings.passages_alias, ADMIN),
+                [RetrievalQuery(q.question, k=5, mode="dense") for q in qs],
+            )
             rows = []
             for q, result in zip(qs, results, strict=True):
                 files = {Path(str(hit.source.get("path", ""))).name for hit in result.hits[:5]}

@@ -2,23 +2,34 @@
 
 Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment variables, the TOML
 file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
-comma-separated string in the environment.
+comma-separated string in the environment. :func:`load_settings` warns of ``HOPSEARCH_*`` names and
+file keys that are no setting (naming the closest) and turns a refused value into one line
+(:mod:`~hopsearch.service.setting_names`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
+
+from hopsearch.service.errors import ConfigError
+from hopsearch.service.setting_names import bad_values, unknown_keys, unknown_variables
+
+log = logging.getLogger(__name__)
 
 UrlList = Annotated[list[str], NoDecode]
 #: The default of ``proxy_allow``: reads and searches on indices, nothing cluster- or node-wide (no
@@ -67,6 +78,17 @@ DEFAULT_ZIP_MAX_MEMBER_BYTES = 256 * 1024 * 1024
 DEFAULT_ZIP_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 DEFAULT_ZIP_MAX_RATIO = 200.0
 DEFAULT_ZIP_MAX_MEMBERS = 20_000
+
+
+#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks).
+_USERINFO_PASSWORD = re.compile(r"(?<=://)([^/@\s:,]*):[^/\s,]*@")
+MASK = "**********"
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown or logged: the password of its ``user:password@`` masked
+    (``http://elastic:**********@host:9200``); any other text unchanged."""
+    return _USERINFO_PASSWORD.sub(rf"\1:{MASK}@", url)
 
 
 def default_cache_dir() -> Path:
@@ -380,5 +402,43 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings (environment, optional TOML file) with explicit overrides on top."""
-    return Settings(**overrides)
+    """Read the settings (environment, optional TOML file) with explicit overrides on top. Names that
+    are no setting are logged as warnings; refused values are a :class:`ConfigError` of one line each."""
+    fields = frozenset(Settings.model_fields)
+    config_file = os.environ.get("HOPSEARCH_CONFIG")
+    in_file = _read_file(Path(config_file)) if config_file else {}
+    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(in_file, fields, str(config_file))):
+        log.warning("%s", warning)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        variables = {name.upper(): name for name in os.environ}
+
+        def where(field: str) -> tuple[str, str]:
+            variable = variables.get(f"HOPSEARCH_{field.upper()}")
+            if field not in overrides and variable is not None:
+                return variable, ""
+            return field, f" in {config_file}" if field not in overrides and field in in_file else ""
+
+        raise ConfigError(bad_values(exc.errors(), where, _shown_value)) from exc
+    except SettingsError as exc:
+        raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """The settings file's keys and values (what the TOML source reads again), checked for a person."""
+    if not path.is_file():
+        log.warning("HOPSEARCH_CONFIG names %s, which is not a file: no settings read from it", path)
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} (HOPSEARCH_CONFIG): {exc}") from exc
+
+
+def _shown_value(field: str, value: Any) -> str:
+    info = Settings.model_fields.get(field)
+    if info is not None and "SecretStr" in str(info.annotation):
+        return MASK
+    text = shown_url(repr(value))
+    return text if len(text) <= 200 else text[:200] + "…"

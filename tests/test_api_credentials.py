@@ -12,7 +12,7 @@ from pathlib import Path
 import elasticsearch
 import pytest
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import PROXY_ALLOW_READ
 from tests.api_fixtures import API_KEY

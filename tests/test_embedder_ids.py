@@ -15,11 +15,11 @@ from hopsearch.service.embedders.e5 import LEGACY_ID
 from hopsearch.service.embedders.e5 import model_id as e5_id
 from hopsearch.service.embedders.factory import DEFAULT_PRECISION
 from hopsearch.service.embedders.minilm import model_id as minilm_id
-from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
+from tests.scopes import bound
 from tests.test_loaders_es import options
 
 
@@ -73,7 +73,7 @@ async def test_an_index_of_an_older_id_keeps_answering_dense_queries(
     await load_jsonl(store8, corpus, options(tmp_path), embedder=minilm)  # an index of the fp32 id
     await store8.refresh()
     query = RetrievalQuery("When does the canteen open?", k=3, mode="dense")
-    [expected] = await EsRetriever(store8, minilm).search_many([query])
+    [expected] = await bound(store8, minilm).search_many([query])
 
     # configured now: the int8 embedder (another id); the index was not rebuilt
     now = store8.settings.model_copy(update={"embedder": "minilm", "embed_precision": "int8"})

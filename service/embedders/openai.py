@@ -15,6 +15,7 @@ import httpx
 import orjson
 
 from hopsearch.service.errors import EmbedderError
+from hopsearch.service.settings import shown_url
 
 
 class OpenAIEmbedder:
@@ -79,7 +80,8 @@ class OpenAIEmbedder:
                     f"or a dimension other than {self._dims}"
                 )
             return vectors
-        raise EmbedderError(f"embeddings request to {self._client.base_url} failed: {last}") from last
+        # httpx's messages quote the URL, user:password@ included.
+        raise EmbedderError(shown_url(f"embeddings request to {self._client.base_url} failed: {last}")) from last
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         batches = [texts[start : start + self._batch_size] for start in range(0, len(texts), self._batch_size)]

@@ -11,8 +11,8 @@ A pure ASGI middleware, outermost. For each request it decides whether a hopsear
   endpoint, and :data:`RESERVED` for routes to come) nothing is proxied: a path there that no route
   matches (``/_ui/traces/a%2Fb``, ``/_traces/..%2F..``) is hopsearch's own 404.
 - Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the path
-  (:func:`~hopsearch.service.api.espath.parse_request`, 400), then the allow-list (403), then
-  :class:`~hopsearch.service.api.proxy.Forwarder` passes the checked path on with the caller's own
+  (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403), then
+  :class:`~hopsearch.service.api.middleware.proxy.Forwarder` passes the checked path on with the caller's own
   ``Authorization`` (the cluster decides what those credentials may do).
 """
 
@@ -28,10 +28,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.espath import parse_request
-from hopsearch.service.api.middleware import check_key, leaf_routes
+from hopsearch.service.api.middleware.espath import parse_request
+from hopsearch.service.api.middleware.gate import check_key, leaf_routes
+from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
-from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.responses import OrjsonResponse, error_response
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState

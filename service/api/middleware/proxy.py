@@ -1,6 +1,6 @@
 """Requests that are not hopsearch's own, passed on to Elasticsearch and streamed both ways.
 
-- The path: checked and parsed first (:func:`~hopsearch.service.api.espath.parse_request`: no dot or
+- The path: checked and parsed first (:func:`~hopsearch.service.api.middleware.espath.parse_request`: no dot or
   empty segments, no encoded separators, 400 otherwise); every decision below is made on those
   segments, and the cluster is sent the path built from them (:attr:`EsRequest.target`), never the raw one.
 - Allow-list: ``proxy_allow`` holds ``METHOD /path`` patterns matched against the decoded segments
@@ -31,7 +31,7 @@ from typing import Protocol
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from hopsearch.service.api.espath import EsRequest
+from hopsearch.service.api.middleware.espath import EsRequest
 from hopsearch.service.errors import AuthorizationError, ConfigError, StoreUnavailable
 from hopsearch.service.esclient import _verify
 from hopsearch.service.settings import Settings
