@@ -37,6 +37,7 @@ from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
+from hopsearch.loaders.target import embedder_of_index
 from hopsearch.loaders.ziplimits import ZipLimits
 from hopsearch.service.errors import InputError
 from hopsearch.service.lang import detect_lang
@@ -281,6 +282,7 @@ async def load_docs(
     files. ``options.index`` loads into that index or alias instead of the default one."""
     root, only = _target(root)
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
+    embedder = await embedder_of_index(store, embedder, rebuild=options.rebuild, index=options.index)
     embedder_id = embedder.model_id if embedder is not None else None
     state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
     limits = ZipLimits.from_settings(store.settings)

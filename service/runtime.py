@@ -89,7 +89,7 @@ class Runtime:
             meta = await self.store.index_meta(index or self.settings.passages_alias)
         except IndexMissing:
             return "bm25"
-        return mode if meta.get("embedder") == self.embedder.model_id else "bm25"
+        return mode if self.retriever.embedder_for(meta.get("embedder")) is not None else "bm25"
 
     def strategy(self, name: str) -> Strategy:
         """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime; it serves any

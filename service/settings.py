@@ -91,7 +91,8 @@ def shown_url(url: str) -> str:
     return _USERINFO_PASSWORD.sub(rf"\1:{MASK}@", url)
 
 
-def _default_cache() -> Path:
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/hopsearch`` (``~/.cache/hopsearch``): the ``cache_dir`` setting's default."""
     return Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
 
 
@@ -158,6 +159,19 @@ class Settings(BaseSettings):
     embed_api_key: SecretStr | None = Field(None, description="API key for the embeddings server.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts per embedding batch.")
     embed_dims: int | None = Field(None, description="Dimensions of the `openai` embedder (probed if unset).")
+    embed_precision: Literal["auto", "fp32", "int8"] = Field(
+        "auto",
+        description="Precision of the local embedders (ONNX Runtime): `int8` (dynamic quantisation) or `fp32`; "
+        "`auto`: each embedder's measured default (README). Recorded in the embedder id, so an index never "
+        "mixes them.",
+    )
+    embed_concurrency: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="Requests in flight at once on the `openai` embeddings server, over every batch being "
+        "embedded (a GPU server batches them together; the loader embeds two loader batches at once).",
+    )
 
     # --- retrieval -----------------------------------------------------------------------------
     retrieval_mode: Literal["bm25", "dense", "hybrid"] = Field(
@@ -323,7 +337,7 @@ class Settings(BaseSettings):
     llm_port: int = Field(8080, description="Port of the local llama.cpp server (`llm up`).")
     llm_ctx: int = Field(4096, ge=256, description="Context length of the local LLM server (`llm up`).")
     llm_startup_timeout: float = Field(180.0, gt=0, description="Seconds `llm up` waits for /v1/models.")
-    cache_dir: Path = Field(default_factory=_default_cache, description="Downloads (ES zips).")
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="Downloads (ES zips) and built ONNX graphs.")
     state_dir: Path = Field(default_factory=_default_state, description="Local node data, logs, pid files.")
 
     @field_validator("es_url", "llm_base_url", mode="before")

@@ -1,11 +1,16 @@
-"""The ONNX Runtime MiniLM encoder gives the numpy encoder's vectors (same weights, same math)."""
+"""The MiniLM embedder (ONNX Runtime) gives the numpy oracle's vectors (same weights, same math), in fp32;
+int8 stays close and carries its own embedder id."""
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from hopsearch.service.embedders.minilm import MiniLMEmbedder, MiniLMEncoder, find_model_dir, make_encoder
-from hopsearch.service.embedders.minilm_onnx import OnnxMiniLMEncoder
+import numpy as np
+import pytest
+
+from hopsearch.service.embedders import minilm
+from hopsearch.service.embedders.minilm import MiniLMEmbedder, MiniLMEncoder, find_model_dir
+from tests.minilm_oracle import NumpyMiniLMEncoder
 
 TEXTS = [
     "Mark Robson was a Canadian film director.",
@@ -15,14 +20,27 @@ TEXTS = [
 ]
 
 
-def test_onnx_vectors_match_numpy() -> None:
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+def test_onnx_vectors_match_numpy(cache: Path) -> None:
     model = find_model_dir()
-    ours = OnnxMiniLMEncoder(model).encode(TEXTS)
-    reference = MiniLMEncoder(model).encode(TEXTS)
+    ours = MiniLMEncoder(model, cache_dir=cache).encode(TEXTS)
+    reference = NumpyMiniLMEncoder(model).encode(TEXTS)
     assert ours.shape == reference.shape == (4, 384)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     assert float((ours * reference).sum(axis=1).min()) >= 0.999
-    assert isinstance(make_encoder("auto"), OnnxMiniLMEncoder)
-    assert isinstance(make_encoder("numpy"), MiniLMEncoder)
-    embedder = MiniLMEmbedder(backend="onnx")
+    embedder = MiniLMEmbedder(cache_dir=cache)
     assert np.allclose(embedder.embed_sync(TEXTS[:2]), ours[:2], atol=1e-5)
+    assert [p.name.endswith("-fp32.onnx") for p in (cache / "onnx").iterdir()] == [True]  # built once, cached
+
+
+def test_int8_is_close_under_its_own_id(cache: Path) -> None:
+    fp32 = MiniLMEncoder(cache_dir=cache).encode(TEXTS)
+    int8 = MiniLMEncoder(precision="int8", cache_dir=cache).encode(TEXTS)
+    cosines = (fp32 * int8).sum(axis=1)
+    assert float(cosines.mean()) >= 0.99 and float(cosines.min()) >= 0.98  # recall: README, "Embedders"
+    assert MiniLMEmbedder(precision="int8").model_id == minilm.model_id("int8") != MiniLMEmbedder().model_id
+    assert MiniLMEmbedder().model_id == "sentence-transformers/all-MiniLM-L6-v2"  # the id existing indices hold

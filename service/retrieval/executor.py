@@ -11,10 +11,12 @@ capability) and the queries are planned again with client-side RRF, said so in t
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hopsearch.service.access import Scope
+from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
 from hopsearch.service.japanese import ja_query
@@ -25,6 +27,8 @@ from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes,
 from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
 from hopsearch.service.store import Store
 from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
+
+log = logging.getLogger(__name__)
 
 
 class EsRetriever:
@@ -42,6 +46,21 @@ class EsRetriever:
         self.embedder = embedder
         self.reranker = reranker
         self.sizes = Sizes(reranker.top_n if reranker is not None else None, rerank_candidates)
+        #: stored embedder id → its query embedder (:meth:`embedder_for`)
+        self._index_embedders: dict[str, Embedder | None] = {}
+
+    def embedder_for(self, stored: object) -> Embedder | None:
+        """The query embedder of an index whose vectors carry the embedder id ``stored`` (issue 33): the
+        configured embedder, or the one that produced them where this version knows it (an index built
+        before the embedder or its precision changed keeps answering until it is rebuilt), else ``None``."""
+        if self.embedder is None or not isinstance(stored, str):
+            return None
+        if stored not in self._index_embedders:
+            found = embedder_for_id(stored, self.store.settings, configured=self.embedder)
+            if found is not None and found is not self.embedder:
+                log.info("vectors of %s: their index's queries are embedded with it", stored)
+            self._index_embedders[stored] = found
+        return self._index_embedders[stored]
 
     def bind(self, scope: Scope) -> BoundRetriever:
         """This retriever over ``scope`` alone (what a strategy's run reads through)."""
@@ -92,9 +111,10 @@ class EsRetriever:
         method: DenseMethod = "none"
         vectors: dict[int, list[float]] = {}
         if dense_idx:
-            method = dense_method(facts, self.store.info, self.embedder.model_id if self.embedder else None)
-            assert self.embedder is not None
-            embedded = await embed_queries(self.embedder, [queries[i].text for i in dense_idx])
+            embedder = self.embedder_for(facts.embedder) or self.embedder
+            method = dense_method(facts, self.store.info, embedder.model_id if embedder else None)
+            assert embedder is not None
+            embedded = await embed_queries(embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
         licence = None
         if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):

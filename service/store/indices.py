@@ -227,7 +227,9 @@ class IndexLifecycle(Connected):
         if meta.get("embedder") != embedder_id or meta.get("dims") != dims:
             raise EmbedderMismatch(
                 f"index [{name}] holds vectors of {meta.get('embedder')!r} ({meta.get('dims')} dims); "
-                f"refusing vectors of {embedder_id!r} ({dims} dims)"
+                f"refusing vectors of {embedder_id!r} ({dims} dims): rebuild it with this embedder "
+                "(hopsearch index ... --rebuild), or configure the index's (HOPSEARCH_EMBEDDER, "
+                "HOPSEARCH_EMBED_PRECISION)"
             )
 
     async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
