@@ -113,10 +113,14 @@ def search(
             how["reranked_by"] = result.reranked_by
         if result.without_vectors:
             how["without_vectors"] = result.without_vectors
+        if result.index_note:
+            how["index_note"] = result.index_note
         click.echo(json.dumps({**how, "hits": hits}, indent=2))
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
+    if result.index_note:
+        click.echo(f"warning: {result.index_note}", err=True)
     table = Table(title=f"{describe(result)} — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")
@@ -145,7 +149,7 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await trace_reads.trace(store, settings.traces_index, trace_id)
+            return await trace_reads.trace(store, settings.traces_index, trace_id, caller=ADMIN)
 
     try:
         doc = asyncio.run(go())
@@ -168,7 +172,7 @@ def list_traces(size: int) -> None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             return await trace_reads.recent_traces(
-                store, settings.traces_index, size, ("question", "strategy", "status")
+                store, settings.traces_index, size, ("question", "strategy", "status"), caller=ADMIN
             )
 
     try:
