@@ -26,6 +26,7 @@ from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings, shown_url
 from hopsearch.service.store import Store
+from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
@@ -249,6 +250,8 @@ def doctor() -> None:
         if reached:
             mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
             report(mark, "index vectors", detail)
+            note = schema_note(settings.passages_alias, meta or {}, settings.acl_default)
+            report("??" if note else "ok", "index schema", note or f"passages schema {SCHEMA_VERSION}")
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 
