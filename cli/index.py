@@ -39,6 +39,7 @@ from hopsearch.cli.admin import cluster_overrides
 from hopsearch.loaders import history
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
+from hopsearch.service.access import document_acl
 from hopsearch.service.embedders.factory import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import load_settings
@@ -248,4 +249,8 @@ def qa(path: Path, **params: Any) -> None:
 @_options
 def docs(path: Path, acl: tuple[str, ...], **params: Any) -> None:
     """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
-    _run("docs", load_docs, path, params, acl=list(acl) or None)
+    try:
+        principals = document_acl(acl) if acl else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--acl") from exc
+    _run("docs", load_docs, path, params, acl=principals)

@@ -94,9 +94,10 @@ class DprSource:
                 offset += len(line)
                 read += 1
                 acl: list[str] | str = list(PUBLIC_ACL)
+                whole = line
                 if with_acl:
                     line, acl = _split_acl(line)
-                fields = parse_line(line) if not isinstance(acl, str) else (acl, line[:300].decode("utf-8", "replace"))
+                fields = parse_line(line) if not isinstance(acl, str) else (acl, whole[:300].decode("utf-8", "replace"))
                 if isinstance(fields, list):
                     pid, passage, title = fields
                     ids.append(pid)
