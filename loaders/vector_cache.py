@@ -111,8 +111,11 @@ class VectorCache:
     def put_many(self, embedder: str, items: Iterable[tuple[str, Sequence[float]]]) -> int:
         """Store vectors (hash, vector) of ``embedder``; returns how many. Past ``max_bytes`` the least
         recently used vectors are dropped, in the same transaction."""
-        now = time.time()
-        rows = [(embedder, key, np.asarray(vector, dtype="<f4").tobytes(), now) for key, vector in items]
+        now = time.time()  # a microsecond apart: eviction keeps the order they were put in
+        rows = [
+            (embedder, key, np.asarray(vector, dtype="<f4").tobytes(), now + n * 1e-6)
+            for n, (key, vector) in enumerate(items)
+        ]
         if not rows:
             return 0
         db = self._db
