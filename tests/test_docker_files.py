@@ -96,7 +96,7 @@ def test_compose_structure(compose: dict[str, Any]) -> None:
             checked = services[dependency].get("build", {}).get("dockerfile") == "docker/Dockerfile"  # HEALTHCHECK
             one_shot = condition.get("condition") == "service_completed_successfully"  # a setup step: no health
             assert checked or one_shot or "healthcheck" in services[dependency], (name, dependency)
-            assert condition == {"condition": "service_healthy"}
+            assert condition == {"condition": "service_completed_successfully" if one_shot else "service_healthy"}
         if "healthcheck" in service:
             assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
 
