@@ -34,7 +34,7 @@ AGG_TYPES: dict[str, set[str]] = {
 }
 SERVICE_KEYS = {
     "image", "build", "command", "entrypoint", "environment", "ports", "volumes", "depends_on", "healthcheck",
-    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks", "profiles",
+    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks", "profiles", "user",
 }  # fmt: skip
 CLUSTER = {"es01", "es02", "es03", "hopsearch-a", "hopsearch-b", "hopsearch-lb", "es-certs", "es-cluster-setup"}
 ES_NODES = ["es01", "es02", "es03"]
