@@ -59,7 +59,8 @@ class EsRetriever:
             return []
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
-        out = await self._search(scope, await with_relative_paths(self.store, scope.index, scoped(queries, scope)))
+        scoped_queries = await with_relative_paths(self.store, scope.index, scoped(queries, scope), scope.access())
+        out = await self._search(scope, scoped_queries)
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
         note = schema_note(scope.index, (await self.facts(scope.index)).meta, scope.acl_default)
@@ -80,7 +81,7 @@ class EsRetriever:
             return [shown_hits(scope, hits) for hits in fused_lists]
         if not flat:
             return [[] for _ in groups]
-        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope))
+        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
         facts = await self.facts(scope.index)
         responses = await self.store.msearch(
             [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]
