@@ -26,6 +26,7 @@ from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings, shown_url
 from hopsearch.service.store import Store
+from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
@@ -113,10 +114,14 @@ def search(
             how["reranked_by"] = result.reranked_by
         if result.without_vectors:
             how["without_vectors"] = result.without_vectors
+        if result.index_note:
+            how["index_note"] = result.index_note
         click.echo(json.dumps({**how, "hits": hits}, indent=2))
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
+    if result.index_note:
+        click.echo(f"warning: {result.index_note}", err=True)
     table = Table(title=f"{describe(result)} — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")
@@ -145,7 +150,7 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await trace_reads.trace(store, settings.traces_index, trace_id)
+            return await trace_reads.trace(store, settings.traces_index, trace_id, caller=ADMIN)
 
     try:
         doc = asyncio.run(go())
@@ -168,7 +173,7 @@ def list_traces(size: int) -> None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             return await trace_reads.recent_traces(
-                store, settings.traces_index, size, ("question", "strategy", "status")
+                store, settings.traces_index, size, ("question", "strategy", "status"), caller=ADMIN
             )
 
     try:
@@ -245,6 +250,8 @@ def doctor() -> None:
         if reached:
             mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
             report(mark, "index vectors", detail)
+            note = schema_note(settings.passages_alias, meta or {}, settings.acl_default)
+            report("??" if note else "ok", "index schema", note or f"passages schema {SCHEMA_VERSION}")
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 

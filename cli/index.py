@@ -39,6 +39,7 @@ from hopsearch.cli.admin import cluster_overrides
 from hopsearch.loaders import history
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
+from hopsearch.service.access import document_acl
 from hopsearch.service.embedders.factory import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import load_settings
@@ -140,6 +141,11 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
             f"({rate:,.0f} {report.kind} records/s)"
             + (f"; resumed after position {report.resumed_from:,}" if report.resumed_from else "")
             + (f"; {report.deleted:,} stale chunks deleted" if report.deleted else "")
+            + (
+                f"; {report.extra['files_acl_changed']:,} files re-sent for their ACL"
+                if report.extra.get("files_acl_changed")
+                else ""
+            )
             + ("; alias swapped" if report.swapped_alias else "")
         )
         if report.rejected:
@@ -163,7 +169,7 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
         raise SystemExit(EXIT_REJECTED)
 
 
-def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
+def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any], **extra: Any) -> None:
     settings = load_settings(**cluster_overrides(params.get("shards"), params.get("replicas")))
     default_batch = 5000 if params["no_embed"] or settings.embedder == "none" else 256
     options = LoadOptions(
@@ -184,7 +190,7 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         embedder: Embedder | None = None if params["no_embed"] else make_embedder(settings)
         progress: Progress | None = bar
         async with await Store.connect(settings) as store:
-            return await loader(store, path, options, embedder=embedder, progress=progress)
+            return await loader(store, path, options, embedder=embedder, progress=progress, **extra)
 
     started = datetime.now(UTC)
     try:
@@ -232,7 +238,19 @@ def qa(path: Path, **params: Any) -> None:
 
 @index.command()
 @click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--acl",
+    "acl",
+    multiple=True,
+    metavar="PRINCIPAL",
+    help="Who may read the files no .hopsearch-acl.yaml covers: public, user:NAME, group:NAME (repeat), or "
+    "private (admins only). Without it and a sidecar: the acl_default setting decides at search time.",
+)
 @_options
-def docs(path: Path, **params: Any) -> None:
+def docs(path: Path, acl: tuple[str, ...], **params: Any) -> None:
     """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
-    _run("docs", load_docs, path, params)
+    try:
+        principals = document_acl(acl) if acl else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--acl") from exc
+    _run("docs", load_docs, path, params, acl=principals)

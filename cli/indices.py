@@ -1,7 +1,8 @@
 """Index management: ``hopsearch indices list|delete`` and ``hopsearch loads list|show``.
 
 ``indices list`` shows every index under the prefix (passages versions, outlines, traces) with its
-aliases, documents, size and the ``_meta`` the passages index records (embedder, analyzer). ``indices
+aliases, documents, size and the ``_meta`` the passages index records (embedder, analyzer, schema: an
+older one is noted with the command that moves it). ``indices upgrade`` moves one in place. ``indices
 delete`` removes named indices or, with ``--all``, everything under the prefix; it asks first unless
 ``--yes``, and only ever touches names under ``<prefix>-``. ``loads`` lists the reports each
 ``hopsearch index …`` run leaves under the state folder, with their dead-letter files.
@@ -19,9 +20,12 @@ from rich.console import Console
 from rich.table import Table
 
 from hopsearch.loaders.history import past_loads
+from hopsearch.loaders.upgrade import upgrade_index
+from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
+from hopsearch.service.store.indices import schema_note, schema_version
 
 T = TypeVar("T")
 
@@ -60,16 +64,23 @@ def list_indices(as_json: bool) -> None:
     settings = load_settings()
     rows = _with_store(settings, lambda store: store.prefix_indices())
     if as_json:
+        for row in rows:
+            if note := schema_note(row["index"], row["meta"], settings.acl_default):
+                row["note"] = note
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
         click.echo(f"no indices under {settings.index_prefix}-")
         return
     table = Table(title=f"indices under {settings.index_prefix}-")
-    for column in ("index", "aliases", "documents", "size", "embedder", "analyzer", "created"):
+    for column in ("index", "aliases", "documents", "size", "embedder", "analyzer", "schema", "created"):
         table.add_column(column, overflow="fold")
+    notes = []
     for row in rows:
         meta = row["meta"]
+        if note := schema_note(row["index"], meta, settings.acl_default):
+            notes.append(note)
+        version = schema_version(meta)
         table.add_row(
             row["index"],
             ", ".join(row["aliases"]),
@@ -77,9 +88,12 @@ def list_indices(as_json: bool) -> None:
             _size(row["bytes"]),
             str(meta.get("embedder") or ("none" if meta else "")),
             str(meta.get("analyzer") or ""),
+            (f"{version} (old)" if note else str(version)) if version else "",
             str(row["created"] or "")[:19],
         )
     Console(width=160).print(table)
+    for note in notes:
+        click.echo(f"note: {note}")
 
 
 @indices.command("delete")
@@ -113,6 +127,39 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
         click.confirm(f"Delete {len(targets)} index(es)?", abort=True)
     _with_store(settings, lambda store: store.delete_indices(targets))
     click.echo(f"deleted {len(targets)} index(es)")
+
+
+@indices.command("upgrade")
+@click.argument("name", required=False)
+@click.option(
+    "--acl",
+    "acl",
+    multiple=True,
+    metavar="PRINCIPAL",
+    help="Then give every passage without an acl these principals (public, user:NAME, group:NAME; repeat), "
+    "re-sending each whole with its vectors.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> None:
+    """Move NAME (default: the passages alias) to the current passages schema in place, keeping every passage,
+    vector and token field (schema 2 adds acl: document permissions)."""
+    settings = load_settings()
+    target = name or settings.passages_alias
+
+    async def work(store: Store) -> dict[str, Any]:
+        return await upgrade_index(store, target, acl=list(acl) or None, embedder=make_embedder(settings))
+
+    try:
+        done = _with_store(settings, work)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--acl") from exc
+    if as_json:
+        click.echo(json.dumps(done, indent=2))
+        return
+    for row in done["indices"]:
+        moved = f"schema {row['from']} → {row['to']}" if row["from"] < row["to"] else f"already schema {row['to']}"
+        given = f"; {row['acl_given']:,} passages given acl {', '.join(acl)}" if "acl_given" in row else ""
+        click.echo(f"{row['index']}: {moved}{given}")
 
 
 @click.group("loads")

@@ -27,6 +27,7 @@ hold the rest; names not listed in ``__all__`` may change between releases.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -130,7 +131,12 @@ async def load(
     report reconciles what was read with what was indexed, rejected (dead letters) and skipped."""
     from hopsearch.loaders import api
 
-    loaders = {"dpr": api.load_dpr, "jsonl": api.load_jsonl, "qa": api.load_qa_contexts, "docs": api.load_docs}
+    loaders: dict[str, Callable[..., Awaitable[LoadReport]]] = {
+        "dpr": api.load_dpr,
+        "jsonl": api.load_jsonl,
+        "qa": api.load_qa_contexts,
+        "docs": api.load_docs,
+    }
     if kind not in loaders:
         raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(loaders)}")
     return await loaders[kind](runtime.store, Path(path), options, embedder=runtime.embedder, progress=progress)

@@ -12,6 +12,11 @@ file's chunks are overwritten in place (``_id`` = ``<doc_id>-<n>``, ``doc_id`` =
 path) and its surplus old chunks are deleted; files under the root that are gone from the tree have all
 their chunks deleted.
 
+Permissions: each chunk carries its file's ``acl`` (``--acl`` and ``.hopsearch-acl.yaml`` sidecars:
+:mod:`hopsearch.loaders.acl`), and the index is asked which principals each file's chunks hold. A file
+whose content is unchanged but whose ACL is not is re-sent whole (token fields included), its vectors
+from the vector cache or read back from the index, never embedded again.
+
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
 an unreadable directory — when its library fails on it (a corrupt PDF), when a zip-based file is over
@@ -28,11 +33,12 @@ import hashlib
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hopsearch.loaders.acl import FolderAcls
 from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
@@ -48,8 +54,9 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
-#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector)]
-State = dict[str, list[tuple[str, int, int | None, int]]]
+#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector, the chunks' acl)]; the acl is
+#: the principals every chunk of the file has (sorted), None where its chunks disagree.
+State = dict[str, list[tuple[str, int, int | None, int, tuple[str, ...] | None]]]
 
 
 def doc_id_of(path: str) -> str:
@@ -60,6 +67,8 @@ class DocsSource:
     """The files under ``root`` as batches of chunks; files unchanged against ``state`` are skipped."""
 
     kind = "docs"
+    #: An unchanged file whose ACL changed is re-sent whole, its vectors read back (:mod:`..reuse`).
+    reuses_vectors = True
 
     def __init__(
         self,
@@ -71,6 +80,7 @@ class DocsSource:
         embed: bool = False,
         only: Path | None = None,
         zip_limits: ZipLimits | None = None,
+        acls: FolderAcls | None = None,
     ) -> None:
         self.path = root
         self.zip_limits = zip_limits or ZipLimits()
@@ -83,6 +93,9 @@ class DocsSource:
         self.files = self._walk()
         self.seen: set[str] = set(self.files)
         self.changed: dict[str, int] = {}  # path -> chunk count of the new version
+        self.acl_changed = 0  # unchanged files re-sent for their ACL alone
+        self.acls = acls or FolderAcls()
+        self.acls.check({root, *(Path(f).parent for f in self.files)})  # a bad sidecar stops the load here
 
     def _walk(self) -> list[str]:
         if self.only is not None:
@@ -144,7 +157,9 @@ class DocsSource:
                 data, info = self._read(path)
                 sha = hashlib.sha256(data).hexdigest()
                 known = self.state.get(path, [])
-                if len(known) == 1 and self._complete(sha, *known[0]):
+                acl = self.acls.acl_of(Path(path))
+                unchanged = len(known) == 1 and self._complete(sha, *known[0][:4])
+                if unchanged and known[0][4] == (acl or ()):
                     batch.skipped += 1
                     continue
                 title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
@@ -156,7 +171,9 @@ class DocsSource:
                 batch.reject(position, where, exc.reason)
                 continue
             doc_id = doc_id_of(path)
+            # surplus old chunks go for a re-sent file too (they would keep its old ACL)
             self.changed[path] = len(chunks)
+            self.acl_changed += unchanged  # only its ACL changed: the same chunks again, whole, vectors kept
             meta = {
                 "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
                 "size": info.st_size,
@@ -179,6 +196,10 @@ class DocsSource:
                     "content_sha": sha,
                     "indexed_at": stamp,
                 }
+                if acl is not None:
+                    body["acl"] = list(acl)
+                if unchanged:
+                    batch.stored.append(len(batch.bodies))
                 batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
             if len(batch.ids) >= batch_size:
                 yield batch
@@ -207,6 +228,7 @@ async def existing_state(
         per_file = {
             "expected": {"max": {"field": "metadata.chunks"}},
             "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
+            "acl": {"terms": {"field": "acl", "size": 1000}},
         }
         aggs = {"files": {"composite": composite, "aggs": per_file}}
         response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
@@ -214,12 +236,22 @@ async def existing_state(
         for bucket in files["buckets"]:
             value = bucket["expected"].get("value")
             expected = int(value) if value is not None else None
+            count = int(bucket["doc_count"])
             state.setdefault(bucket["key"]["path"], []).append(
-                (bucket["key"]["sha"], int(bucket["doc_count"]), expected, int(bucket["vectors"]["doc_count"]))
+                (bucket["key"]["sha"], count, expected, int(bucket["vectors"]["doc_count"]), _acl_of(bucket, count))
             )
         after = files.get("after_key")
         if not after or not files["buckets"]:
             return state
+
+
+def _acl_of(bucket: dict[str, Any], count: int) -> tuple[str, ...] | None:
+    """The principals every one of a file's ``count`` chunks has (its terms aggregation on ``acl``), or None
+    where they differ (a re-send cut short): such a file is sent again."""
+    terms = bucket.get("acl", {}).get("buckets", [])
+    if any(int(term["doc_count"]) != count for term in terms):
+        return None
+    return tuple(sorted(str(term["key"]) for term in terms))
 
 
 async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> int:
@@ -277,16 +309,23 @@ async def load_docs(
     *,
     embedder: Embedder | None = None,
     progress: Progress | None = None,
+    acl: Sequence[str] | None = None,
 ) -> LoadReport:
     """Index (incrementally) the documents under ``root`` (a directory, or one file); the report counts
-    files. ``options.index`` loads into that index or alias instead of the default one."""
+    files. ``options.index`` loads into that index or alias instead of the default one. ``acl``: the
+    principals of the files no sidecar covers (:mod:`hopsearch.loaders.acl`); a file whose ACL changed is
+    re-sent whole without embedding it again."""
     root, only = _target(root)
+    try:
+        acls = FolderAcls(acl)
+    except ValueError as exc:
+        raise InputError(str(exc), source="--acl") from exc
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
     embedder = await embedder_of_index(store, embedder, rebuild=options.rebuild, index=options.index)
     embedder_id = embedder.model_id if embedder is not None else None
     state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
     limits = ZipLimits.from_settings(store.settings)
-    source = DocsSource(root, state, embed=embedder is not None, only=only, zip_limits=limits)
+    source = DocsSource(root, state, embed=embedder is not None, only=only, zip_limits=limits, acls=acls)
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     clauses: list[dict[str, Any]] = []
     for path, count in source.changed.items():
@@ -296,5 +335,12 @@ async def load_docs(
     gone = [path for path in state if path not in source.seen and not _under_any(path, unreadable)]
     clauses += [{"term": {"path": path}} for path in gone]
     deleted = await _delete(store, report.index, clauses) if clauses else 0
-    extra = {"files_new_or_changed": len(source.changed), "files_removed": len(gone), "unreadable_dirs": unreadable}
+    extra = {
+        **report.extra,
+        "files_new_or_changed": len(source.changed) - source.acl_changed,
+        "files_acl_changed": source.acl_changed,
+        "files_removed": len(gone),
+        "unreadable_dirs": unreadable,
+        "acl_sidecars": source.acls.sidecars,
+    }
     return dataclasses.replace(report, deleted=deleted, extra=extra)

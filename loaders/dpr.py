@@ -6,6 +6,8 @@ strict quoting), and a property test holds the two equal. Lines are read as byte
 one, so one bad line is one rejection: invalid UTF-8, bad quoting, a wrong column count, an empty id
 or text each go to the dead letters with the line number and byte offset (of the decompressed
 stream). Blank lines are skipped.
+Permissions: passages are ``public`` (Wikipedia), unless the header has a fourth column ``acl``
+(``id	text	title	acl``): comma-separated principals per line (empty: public; a bad one rejects the line).
 Positions are line numbers (the header is line 1); ``_id`` is the DPR id. Memory is constant: a batch
 at a time.
 """
@@ -22,12 +24,15 @@ from typing import BinaryIO
 
 import orjson
 
+from hopsearch.loaders.acl import PUBLIC_ACL, acl_value
 from hopsearch.loaders.bulk import ACTION_HEAD, ACTION_TAIL
 from hopsearch.loaders.model import SourceBatch
 
 csv.field_size_limit(1 << 24)
 
 HEADER = ("id", "text", "title")
+#: The header of a file whose passages say who may read them (``acl``: comma-separated principals).
+HEADER_ACL = [b"id", b"text", b"title", b"acl"]
 MAX_ID_BYTES = 512
 
 
@@ -56,11 +61,18 @@ class DprSource:
     def total(self) -> int | None:
         return self.path.stat().st_size
 
+    def _has_acl_column(self) -> bool:
+        lines, raw = open_lines(self.path)
+        with raw, lines:
+            return lines.readline().rstrip(b"\r\n").split(b"\t") == HEADER_ACL
+
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
         dumps, encode = orjson.dumps, self.encode
-        tail = b',"indexed_at":' + dumps(stamp) + b"}\n"
+        tail = b',"acl":' + dumps(list(PUBLIC_ACL)) + b',"indexed_at":' + dumps(stamp) + b"}\n"
+        with_acl = self._has_acl_column()
+        encode = encode and not with_acl  # each line's own acl: built as a dict
         lines, raw = open_lines(self.path)
         with raw, lines:
             batch = SourceBatch(after=start_after, file=file)
@@ -69,7 +81,7 @@ class DprSource:
                 offset += len(line)
             rest: Iterator[bytes] = lines
             if start_after == 0 and (first := lines.readline()):
-                if first.rstrip(b"\r\n").split(b"\t") == [h.encode() for h in HEADER]:
+                if first.rstrip(b"\r\n").split(b"\t") in ([h.encode() for h in HEADER], HEADER_ACL):
                     offset, batch.after = len(first), 1
                 else:
                     rest = chain((first,), lines)
@@ -81,7 +93,11 @@ class DprSource:
                 here = offset
                 offset += len(line)
                 read += 1
-                fields = parse_line(line)
+                acl: list[str] | str = list(PUBLIC_ACL)
+                whole = line
+                if with_acl:
+                    line, acl = _split_acl(line)
+                fields = parse_line(line) if not isinstance(acl, str) else (acl, whole[:300].decode("utf-8", "replace"))
                 if isinstance(fields, list):
                     pid, passage, title = fields
                     ids.append(pid)
@@ -101,7 +117,14 @@ class DprSource:
                         encoded.append(b"".join(parts))
                     else:
                         bodies.append(
-                            {"title": title, "text": passage, "source": "dpr", "doc_id": pid, "indexed_at": stamp}
+                            {
+                                "title": title,
+                                "text": passage,
+                                "source": "dpr",
+                                "doc_id": pid,
+                                "acl": acl,
+                                "indexed_at": stamp,
+                            }
                         )
                     positions.append(number)
                     offsets.append(here)
@@ -122,10 +145,23 @@ class DprSource:
 
 
 #: The pieces of an encoded passage between its fields: the same bytes as ``orjson.dumps`` of the dict
-#: ``{"title", "text", "source", "doc_id", "indexed_at"}`` in that order (a test holds them equal).
+#: ``{"title", "text", "source", "doc_id", "acl", "indexed_at"}`` in that order (a test holds them equal).
 _TITLE = ACTION_TAIL + b'{"title":'
 _TEXT = b',"text":'
 _DOC_ID = b',"source":"dpr","doc_id":'
+
+
+def _split_acl(line: bytes) -> tuple[bytes, list[str] | str]:
+    """A line of a file with an ``acl`` column: the line without it, and the passage's acl (an empty cell:
+    public) or the reason to reject the line. Principals hold no tab, so the column is after the last one."""
+    body, tab, cell = line.rstrip(b"\r\n").rpartition(b"\t")
+    if not tab:
+        return line, "expected 4 tab-separated fields (id, text, title, acl), found 1"
+    try:
+        text = cell.decode("utf-8").strip()
+        return body + b"\n", acl_value(text) if text else list(PUBLIC_ACL)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return body + b"\n", f"acl: {exc}"
 
 
 def parse_line(line: bytes) -> list[str] | tuple[str, str]:

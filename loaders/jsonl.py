@@ -1,7 +1,9 @@
 """JSONL corpora in the BEIR shape: one ``{"_id", "title", "text", ...}`` object per line.
 
-``_id`` (or ``id``) becomes the document ``_id``; other fields than ``title`` and ``text`` go to
-``metadata`` (BEIR's own ``metadata`` object is merged in). Invalid JSON, a line that is not an
+``_id`` (or ``id``) becomes the document ``_id``; ``acl`` (a string of comma-separated principals, or a
+list) says who may read it (without one: the ``acl_default`` setting at search time); other fields than
+``title`` and ``text`` go to ``metadata`` (BEIR's own ``metadata`` object is merged in). A bad principal
+rejects the record, like the other faults below. Invalid JSON, a line that is not an
 object, a missing id or an empty text is rejected with its line number and byte offset; blank lines
 are skipped. ``.jsonl.gz`` works too. Positions are line numbers.
 """
@@ -15,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from hopsearch.loaders.acl import acl_value
 from hopsearch.loaders.dpr import MAX_ID_BYTES, open_lines
 from hopsearch.loaders.model import SourceBatch
 
@@ -39,11 +42,16 @@ def beir_document(record: Any) -> tuple[str, dict[str, Any]] | str:
     if isinstance(record.get("metadata"), dict):
         metadata.update(record["metadata"])
     for key, value in record.items():
-        if key not in ("_id", "id", "title", "text", "metadata"):
+        if key not in ("_id", "id", "title", "text", "metadata", "acl"):
             metadata[key] = value
     body: dict[str, Any] = {"title": title, "text": text, "source": "jsonl", "doc_id": doc_id}
     if metadata:
         body["metadata"] = metadata
+    if record.get("acl") is not None:
+        try:
+            body["acl"] = acl_value(record["acl"])
+        except ValueError as exc:
+            return f"acl: {exc}"
     return doc_id, body
 
 

@@ -63,6 +63,9 @@ class SourceBatch:
     offsets: list[int] = field(default_factory=list)
     file: str = ""
     encoded: list[bytes] = field(default_factory=list)
+    #: Positions (in ``bodies``) of documents the index holds with this very text (an ACL-only change):
+    #: their vectors may be read back instead of embedded (:mod:`hopsearch.loaders.reuse`).
+    stored: list[int] = field(default_factory=list)
 
     def add(self, position: int, doc_id: str, body: dict[str, Any], where: Mapping[str, Any]) -> None:
         self.ids.append(doc_id)

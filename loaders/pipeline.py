@@ -35,7 +35,9 @@ from hopsearch.loaders.checkpoint import (
     write_checkpoint,
 )
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
+from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.target import embedder_of_index, load_time_settings, open_target
+from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
 from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
@@ -110,15 +112,20 @@ async def _pump(
     embedder: Embedder | None,
     tracker: _Tracker,
     ja_analysis: str | None,
+    cache: VectorCache | None = None,
+    counts: VectorCounts | None = None,
 ) -> None:
     start = tracker.checkpoint.position
+    counts = counts or VectorCounts()
+    # batches go through the vector stage when there are vectors to add, or to keep (a re-sent passage)
+    vectors = embedder is not None or bool(getattr(source, "reuses_vectors", False))
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
     workers = max(1, options.workers)
     raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
     send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers)
 
     async def produce() -> None:
-        out = raw if embedder is not None else send
+        out = raw if vectors else send
         batches = _with_language(source.batches(start, options.batch_size, limit), ja_analysis)
         seq = 0
         try:
@@ -130,28 +137,23 @@ async def _pump(
                 seq += 1
         except (OSError, EOFError) as exc:  # a truncated .gz, a disk error: the file itself is bad
             raise InputError(f"cannot read on: {exc}", source=str(source.path)) from exc
-        if embedder is not None:
+        if vectors:
             await raw.put(None)
         else:
             for _ in range(workers):
                 await send.put(None)
 
     async def add_vectors(batch: SourceBatch) -> None:
-        assert embedder is not None
-        if batch.bodies:
-            texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
-            vectors = await embedder.embed(texts)
-            for body, vector in zip(batch.bodies, vectors, strict=True):
-                body["embedding"] = vector
-                body["embedder"] = embedder.model_id
+        if batch.bodies:  # the cache, the index (unchanged passages), then the embedder
+            await fill_vectors(store, index, batch, embedder, cache, counts)
 
     async def embed() -> None:
-        # EMBED_AHEAD batches are embedded at once, handed on in order: a remote server gets the next
+        # EMBED_AHEAD batches are filled at once, handed on in order: a remote server gets the next
         # batch's requests while the last batch's are still out (and the bulk workers send meanwhile)
         pending: deque[tuple[tuple[int, SourceBatch], asyncio.Task[None]]] = deque()
         try:
             while (item := await raw.get()) is not None:
-                if item[1].encoded:  # a source that encodes must not be asked to when there are vectors to add
+                if item[1].encoded and embedder is not None:  # a source that encodes must not when vectors are added
                     raise ConfigError(f"{source.kind} source wrote its documents' lines, but they need embeddings")
                 pending.append((item, asyncio.create_task(add_vectors(item[1]))))
                 if len(pending) >= EMBED_AHEAD:
@@ -178,7 +180,7 @@ async def _pump(
             tracker.finish(seq, batch, ok, failures)
 
     tasks = [asyncio.create_task(produce(), name="produce")]
-    if embedder is not None:
+    if vectors:
         tasks.append(asyncio.create_task(embed(), name="embed"))
     tasks += [asyncio.create_task(work(), name=f"bulk-{i}") for i in range(workers)]
     try:
@@ -260,6 +262,7 @@ async def run_load(
     )
     index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous, named=options.index)
     began = time.monotonic()
+    counts = VectorCounts()
     async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:
         checkpoint = previous or Checkpoint(
             kind=source.kind,
@@ -274,10 +277,11 @@ async def run_load(
         letters = DeadLetters(dl_path, source=str(source.path), keep_through=previous.position if previous else None)
         tracker = _Tracker(checkpoint, ck_path, letters, progress)
         progress.start(source.total(), checkpoint.progress, checkpoint.read)
+        cache = VectorCache.for_settings(settings) if embedder is not None else None
         try:
             with _few_gc_passes():
                 ja_analysis = (await store.index_meta(index)).get("ja_analysis")
-                await _pump(store, source, index, options, embedder, tracker, ja_analysis)
+                await _pump(store, source, index, options, embedder, tracker, ja_analysis, cache, counts)
         except HopsearchError as exc:
             write_checkpoint(ck_path, tracker.checkpoint, sync=True)
             at = tracker.checkpoint.position
@@ -287,6 +291,8 @@ async def run_load(
             raise
         finally:
             letters.close()
+            if cache is not None:
+                cache.close()
     if options.refresh:
         await store.refresh(index)
     if swap:
@@ -297,7 +303,10 @@ async def run_load(
     write_checkpoint(ck_path, final, sync=True)
     seconds = time.monotonic() - began
     report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
-    return dataclasses.replace(report, extra={"restarted": restarted}) if restarted else report
+    extra: dict[str, Any] = {"restarted": restarted} if restarted else {}
+    if embedder is not None or counts.stored:
+        extra["vectors"] = counts.to_dict()
+    return dataclasses.replace(report, extra=extra) if extra else report
 
 
 def _report(

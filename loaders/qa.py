@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from hopsearch.loaders.acl import PUBLIC_ACL
 from hopsearch.loaders.model import SourceBatch
 from hopsearch.loaders.questions import parse_record
 from hopsearch.service.errors import InputError
@@ -112,6 +113,7 @@ class QaContextSource:
                     "source": "qa",
                     "doc_id": doc_id,
                     "metadata": {"dataset": para["dataset"]},
+                    "acl": list(PUBLIC_ACL),  # benchmark corpora are public
                     "indexed_at": stamp,
                 }
                 batch.add(position, doc_id, body, {**where, "paragraph": paragraph})

@@ -90,17 +90,22 @@ def _either(plain: list[dict[str, Any]], rooted: list[dict[str, Any]], roots: Se
     return {"bool": {"should": [*plain, *under], "minimum_should_match": 1}}
 
 
-async def folder_roots(store: Store, index: str) -> list[str]:
-    """The folders the documents of ``index`` were indexed from."""
-    body = {"size": 0, "aggs": {"roots": {"terms": {"field": ROOT_FIELD, "size": MAX_ROOTS}}}}
+async def folder_roots(store: Store, index: str, access: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """The folders the documents of ``index`` (those ``access`` lets the caller read) were indexed from."""
+    body: dict[str, Any] = {"size": 0, "aggs": {"roots": {"terms": {"field": ROOT_FIELD, "size": MAX_ROOTS}}}}
+    if access:
+        body["query"] = {"bool": {"filter": [dict(clause) for clause in access]}}
     found = await store.search(index, body)
     return [str(bucket["key"]) for bucket in found.get("aggregations", {}).get("roots", {}).get("buckets", [])]
 
 
-async def with_relative_paths(store: Store, index: str, queries: Sequence[RetrievalQuery]) -> Sequence[RetrievalQuery]:
-    """``queries`` with their relative ``path`` filters read under the folders of ``index``; the same
-    queries (no request made) where no filter names a relative path."""
+async def with_relative_paths(
+    store: Store, index: str, queries: Sequence[RetrievalQuery], access: Sequence[Mapping[str, Any]] = ()
+) -> Sequence[RetrievalQuery]:
+    """``queries`` with their relative ``path`` filters read under the folders of ``index`` (of the passages
+    ``access`` lets the caller read); the same queries (no request made) where no filter names a relative
+    path."""
     if not any(names_relative_path(query.filters) for query in queries):
         return queries
-    roots = await folder_roots(store, index)
+    roots = await folder_roots(store, index, access)
     return [replace(q, filters=tuple(relative_paths(f, roots) for f in q.filters)) for q in queries]

@@ -82,6 +82,8 @@ class AskRequest:
     strategy: str = DEFAULT_STRATEGY
     options: AskOptions = field(default_factory=AskOptions)
     namespace: str = "default"
+    #: What to say of the index (made under an older passages schema: :func:`~.store.indices.schema_note`).
+    index_note: str = field(default="", compare=False)
 
     def trace_options(self) -> dict[str, Any]:
         """The options as the trace records them (the filters beside them, as before)."""
@@ -89,6 +91,11 @@ class AskRequest:
 
     def trace_scope(self) -> dict[str, Any]:
         return {"index": self.scope.index, "namespace": self.namespace}
+
+    def trace_user(self) -> dict[str, Any]:
+        """Whom the trace belongs to (:mod:`~hopsearch.service.trace_reads`: its subject and admins read it)."""
+        caller = self.scope.caller
+        return {"subject": caller.subject, "key": caller.key, "admin": caller.admin}
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,6 +288,24 @@ class Settings(BaseSettings):
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
 
+    # --- document permissions ------------------------------------------------------------------
+    acl_default: Literal["private", "public"] = Field(
+        "private",
+        description="How passages without `acl` read (loaded without permissions, or into an index made before "
+        "them), decided at search time: `private`, admins only; `public`, every caller.",
+    )
+    api_non_admin_scores: Literal["scores", "ranks"] = Field(
+        "scores",
+        description="What non-admin callers get as a hit's score on every route: Elasticsearch's `scores`, or "
+        "`ranks` (1/rank: 1.0, 0.5, 0.333…), since BM25 statistics count passages a caller cannot read.",
+    )
+    vector_cache_mb: int = Field(
+        1024,
+        ge=0,
+        description="Size bound of the local vector cache (`<cache_dir>/vectors.sqlite3`, by embedder and text) "
+        "that lets a load re-send unchanged passages (an ACL change) without embedding them again; 0: off.",
+    )
+
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
         DEFAULT_OUTLINE_NAMESPACE,

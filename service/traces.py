@@ -125,6 +125,8 @@ class Trace:
     error: Mapping[str, Any] | None = None
     #: What the question read: ``index`` and the outline ``namespace``.
     scope: Mapping[str, Any] = field(default_factory=dict)
+    #: Who asked (``subject``, ``key``, ``admin``): the trace is theirs (and admins') to read.
+    user: Mapping[str, Any] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -149,6 +151,7 @@ class Trace:
             "finished_at": self.finished_at.isoformat(),
             "options": dict(self.options),
             "scope": dict(self.scope),
+            "user": dict(self.user),
             "steps": [step.to_dict(index) for index, step in enumerate(self.steps)],
             "answer": self.answer,
             "citations": [asdict(citation) for citation in self.citations],
@@ -160,7 +163,7 @@ class Trace:
 class TraceRecorder:
     """Collects steps while a strategy runs (mutable by design: it is the run's state). ``on_step`` (the
     run's listener: the HTTP service streams steps as Server-Sent Events) sees each step as added;
-    ``scope`` is what the question read (index, namespace)."""
+    ``scope`` is what the question read (index, namespace), ``user`` who asked."""
 
     def __init__(
         self,
@@ -171,9 +174,11 @@ class TraceRecorder:
         on_step: Callable[[Step], None] | None = None,
         *,
         scope: Mapping[str, Any] | None = None,
+        user: Mapping[str, Any] | None = None,
     ) -> None:
         self.on_step = on_step
         self.scope = dict(scope or {})
+        self.user = dict(user or {})
         self.trace_id = uuid.uuid4().hex
         self.question = question
         self.strategy = strategy
@@ -220,6 +225,7 @@ class TraceRecorder:
             options=self.options,
             error=failure,
             scope=self.scope,
+            user=self.user,
         )
 
 

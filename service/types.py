@@ -84,6 +84,8 @@ class SearchResult:
     #: dense/hybrid only: documents of the index without a vector (loaded with ``--no-embed``), which
     #: the dense side cannot find; 0 when every document has one (or the query was BM25).
     without_vectors: int = 0
+    #: What to say of the index (an older passages schema, and the command that moves it); empty if nothing.
+    index_note: str = ""
 
 
 class Retriever(Protocol):

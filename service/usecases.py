@@ -33,6 +33,7 @@ from hopsearch.service.requests import (
     default_k,
 )
 from hopsearch.service.runtime import Runtime
+from hopsearch.service.store.indices import schema_note
 from hopsearch.service.strategies import STRATEGIES, Answer, StepListener
 from hopsearch.service.types import RetrievalMode, RetrievalQuery, SearchResult
 
@@ -42,7 +43,14 @@ SEARCH_FIELDS = Fields(text="query")
 
 def _scope(runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str) -> Scope:
     clauses = parse_filters(list(filters) if filters is not None else [], where)
-    return Scope(index or runtime.settings.passages_alias, caller, tuple(clauses))
+    settings = runtime.settings
+    return Scope(
+        index or settings.passages_alias,
+        caller,
+        tuple(clauses),
+        acl_default=settings.acl_default,
+        scores=settings.api_non_admin_scores,
+    )
 
 
 async def ask_request(
@@ -97,6 +105,7 @@ async def ask_request(
         strategy=strategy,
         options=chosen,
         namespace=namespace or settings.outline_namespace,
+        index_note=schema_note(scope.index, await runtime.store.index_meta(scope.index), scope.acl_default),
     )
 
 

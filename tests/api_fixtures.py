@@ -127,6 +127,7 @@ def api_settings(es_url: str, llm: ScriptedLLM, **overrides: Any) -> Settings:
         "es_api_key": ES_SECRET,
         "llm_api_key": LLM_SECRET,
         "llm_retries": 1,
+        "vector_cache_mb": 0,  # no vectors from earlier runs
     }
     values.update(overrides)
     return settings_for(llm, "vllm", **values)

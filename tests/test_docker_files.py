@@ -34,9 +34,9 @@ AGG_TYPES: dict[str, set[str]] = {
 }
 SERVICE_KEYS = {
     "image", "build", "command", "entrypoint", "environment", "ports", "volumes", "depends_on", "healthcheck",
-    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks", "profiles",
+    "deploy", "ulimits", "ipc", "restart", "shm_size", "networks", "profiles", "user",
 }  # fmt: skip
-CLUSTER = {"es01", "es02", "es03", "hopsearch-a", "hopsearch-b", "hopsearch-lb"}
+CLUSTER = {"es01", "es02", "es03", "hopsearch-a", "hopsearch-b", "hopsearch-lb", "es-certs", "es-cluster-setup"}
 ES_NODES = ["es01", "es02", "es03"]
 REPLICAS = ["hopsearch-a", "hopsearch-b"]
 
@@ -79,7 +79,7 @@ def test_compose_structure(compose: dict[str, Any]) -> None:
     extensions = {key for key in compose if key.startswith("x-")}  # anchors the services merge
     assert set(compose) - extensions <= {"name", "services", "volumes", "networks", "configs", "secrets"}
     services = compose["services"]
-    assert set(services) == {"elasticsearch", "kibana", "kibana-setup", "vllm", "hopsearch", *CLUSTER}
+    assert set(services) == {"elasticsearch", "es-setup", "kibana", "kibana-setup", "vllm", "hopsearch", *CLUSTER}
     for name, service in services.items():
         assert set(service) <= SERVICE_KEYS, name
         assert "image" in service or "build" in service, name
@@ -94,8 +94,9 @@ def test_compose_structure(compose: dict[str, Any]) -> None:
         for dependency, condition in service.get("depends_on", {}).items():
             assert dependency in services, (name, dependency)
             checked = services[dependency].get("build", {}).get("dockerfile") == "docker/Dockerfile"  # HEALTHCHECK
-            assert checked or "healthcheck" in services[dependency], (name, dependency)
-            assert condition == {"condition": "service_healthy"}
+            one_shot = condition.get("condition") == "service_completed_successfully"  # a setup step: no health
+            assert checked or one_shot or "healthcheck" in services[dependency], (name, dependency)
+            assert condition == {"condition": "service_completed_successfully" if one_shot else "service_healthy"}
         if "healthcheck" in service:
             assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
 
@@ -270,10 +271,12 @@ def test_the_cluster_profile_is_three_nodes_and_two_replicas_behind_a_balancer(c
         assert environment["discovery.seed_hosts"].split(",") == ES_NODES
         assert environment["cluster.initial_master_nodes"].split(",") == ES_NODES
         assert environment["cluster.name"] == services["es01"]["environment"]["cluster.name"]
-        assert environment["xpack.security.enabled"] == "false"
+        assert environment["xpack.security.enabled"] == "true"
+        assert environment["xpack.security.transport.ssl.enabled"] == "true"  # a cluster with security needs it
         assert "wait_for_nodes=3" in node["healthcheck"]["test"][1]
-        (volume,) = node["volumes"]
+        volume, certs = node["volumes"]  # its data, and the transport certificates es-certs made
         volumes.add(volume.split(":")[0])
+        assert certs == "escerts:/usr/share/elasticsearch/config/certs:ro"
     assert len(volumes) == 3 and volumes <= set(compose["volumes"])
 
 
@@ -300,7 +303,7 @@ def test_the_replicas_are_the_service_over_every_node(compose: dict[str, Any]) -
         published.add(port.rsplit(":", 1)[0])
     assert len(published) == 2
     first = services["hopsearch-a"]["depends_on"]
-    assert set(first) == {*ES_NODES, "vllm"}  # the whole cluster healthy before `hopsearch init`
+    assert set(first) == {*ES_NODES, "es-cluster-setup", "vllm"}  # cluster healthy, users made, before `init`
     assert set(services["hopsearch-b"]["depends_on"]) == {"hopsearch-a"}  # init runs once, in the first
 
 
@@ -318,3 +321,30 @@ def test_the_balancer_spreads_over_both_replicas(compose: dict[str, Any]) -> Non
     assert f"127.0.0.1:{listen}/_health/live" in " ".join(balancer["healthcheck"]["test"])
     assert "proxy_buffering off;" in config  # _ask streams Server-Sent Events
     assert set(balancer["depends_on"]) == set(REPLICAS)
+
+
+def test_security_is_on_and_the_auditor_reads_traces_only(compose: dict[str, Any]) -> None:
+    """Elasticsearch and Kibana with security on (issue 28): Kibana as kibana_system, the service as its own
+    user, every health check and the import authenticated; the trace auditor's role reads the traces index
+    and nothing of passages or outlines."""
+    services = compose["services"]
+    assert services["elasticsearch"]["environment"]["xpack.security.enabled"] == "true"
+    assert services["elasticsearch"]["environment"]["ELASTIC_PASSWORD"].startswith("${ELASTIC_PASSWORD:?")
+    kibana = services["kibana"]["environment"]
+    assert kibana["ELASTICSEARCH_USERNAME"] == "kibana_system" and kibana["ELASTICSEARCH_PASSWORD"].startswith("${")
+    for name in ("elasticsearch", "kibana", "es01", "es02", "es03"):
+        assert '-u "elastic:$${ELASTIC_PASSWORD}"' in services[name]["healthcheck"]["test"][1], name
+    for name in ("hopsearch", "hopsearch-a", "hopsearch-b"):
+        environment = services[name]["environment"]
+        assert environment["HOPSEARCH_ES_USERNAME"] == "hopsearch" and "HOPSEARCH_ES_PASSWORD" in environment
+    assert services["hopsearch"]["depends_on"]["es-setup"]["condition"] == "service_completed_successfully"
+    assert '-u "elastic:${ELASTIC_PASSWORD:?' in (DOCKER / "kibana" / "import.sh").read_text()
+    setup = (DOCKER / "security" / "setup.sh").read_text()
+    auditor = setup[setup.index("/_security/role/hopsearch_trace_auditor") :].split("call ", 1)[0]
+    names = re.findall(r'\\"names\\": \[([^\]]*)\]', auditor)
+    assert names == ['\\"${PREFIX}-traces\\"'], names  # traces alone: nothing on passages or outlines
+    assert '\\"read\\", \\"view_index_metadata\\"' in auditor and "feature_discover.read" in auditor
+    service = setup[setup.index("/_security/role/hopsearch_service") :].split("call ", 1)[0]
+    assert '\\"${PREFIX}-*\\"' in service
+    for volume in ("es-setup", "es-cluster-setup"):
+        assert services[volume]["entrypoint"] == ["sh", "/security/setup.sh"]

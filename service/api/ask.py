@@ -38,7 +38,7 @@ router = APIRouter()
 SSE = "text/event-stream"
 
 
-def answer_body(answer: Answer, took: int) -> dict[str, Any]:
+def answer_body(answer: Answer, took: int, index_note: str = "") -> dict[str, Any]:
     trace = answer.trace
     body: dict[str, Any] = {
         "took": took,
@@ -51,6 +51,8 @@ def answer_body(answer: Answer, took: int) -> dict[str, Any]:
     }
     if answer.trace_not_stored is not None:
         body["warning"] = answer.trace_not_stored
+    if index_note:
+        body["index_note"] = index_note
     return body
 
 
@@ -126,7 +128,7 @@ async def ask(
         slot.release()  # also where the work was cancelled before it began
     if answer.error is not None:
         raise _failure(answer.error, answer)
-    return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000)))
+    return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000), question.index_note))
 
 
 async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Answer]) -> Answer:
@@ -189,7 +191,8 @@ async def _stream(
             body = error_body(failed.error_type, str(failed), status_of(failed), trace_id=answer.trace.trace_id)
             yield _event("error", body, state)
             return
-        yield _event("answer", answer_body(answer, round((time.perf_counter() - started) * 1000)), state)
+        took = round((time.perf_counter() - started) * 1000)
+        yield _event("answer", answer_body(answer, took, question.index_note), state)
     finally:
         if not task.done():
             task.cancel()

@@ -13,14 +13,14 @@ import logging
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from hopsearch.service import trace_reads, usecases
-from hopsearch.service.access import ADMIN
+from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.routes import VERSION
-from hopsearch.service.api.state import ApiState
+from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError, NotFound
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
@@ -40,6 +40,17 @@ INSTRUCTIONS = (
     "passages, `ask` for an answer with citations (its `trace_id` opens the reasoning with `trace`), "
     "and `outline` for what DualRAG has learned about an entity."
 )
+
+
+def caller_of_tool(ctx: Context | None) -> Caller:
+    """Who calls a tool: over HTTP (``/_mcp`` inside ``hopsearch serve``), the caller the gate put into the
+    request's ASGI scope; over stdio (``hopsearch mcp``, a local process), an admin."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # no request: called outside one
+        request = None
+    scope = getattr(request, "scope", None)
+    return caller_of(scope) if isinstance(scope, dict) else ADMIN
 
 
 async def _guarded(state: ApiState, work: Awaitable[T]) -> T:
@@ -71,13 +82,18 @@ def build_server(state: ApiState) -> MCPServer:
     server = _quiet_server()
 
     async def run_search(
-        query: str, mode: RetrievalMode, k: int, filters: list[dict[str, Any]] | None, index: str | None
+        query: str,
+        mode: RetrievalMode,
+        k: int,
+        filters: list[dict[str, Any]] | None,
+        index: str | None,
+        caller: Caller,
     ) -> dict[str, Any]:
         runtime = await state.runtime()
         search = usecases.search_request(
             runtime,
             [Query(query, k=k, mode=mode)],
-            caller=ADMIN,
+            caller=caller,
             index=state.index_name(index) if index else None,
             filters=filters,
             fields=MCP_SEARCH,
@@ -85,7 +101,10 @@ def build_server(state: ApiState) -> MCPServer:
         [result] = await usecases.search(runtime, search)
         state.metrics.retrieval(result.mode)
         hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
-        return {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+        found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+        if result.index_note:
+            found["index_note"] = result.index_note
+        return found
 
     async def run_ask(
         question: str,
@@ -94,12 +113,13 @@ def build_server(state: ApiState) -> MCPServer:
         retrieval_mode: RetrievalMode | None,
         index: str | None,
         filters: list[dict[str, Any]] | None,
+        caller: Caller,
     ) -> dict[str, Any]:
         runtime = await state.runtime()
         request = await usecases.ask_request(
             runtime,
             question,
-            caller=ADMIN,
+            caller=caller,
             strategy=strategy,
             index=state.index_name(index) if index else None,
             filters=filters,
@@ -118,7 +138,7 @@ def build_server(state: ApiState) -> MCPServer:
             "strategy": request.strategy,
             "retrieval_mode": request.options.retrieval_mode,
             "totals": answer.trace.totals(),
-        }
+        } | ({"index_note": request.index_note} if request.index_note else {})
 
     async def run_outline(entity: str, namespace: str | None) -> dict[str, Any]:
         check_text(entity, settings.api_max_question_chars, "entity")
@@ -129,10 +149,10 @@ def build_server(state: ApiState) -> MCPServer:
         outline: dict[str, Any] = hit["_source"]
         return outline
 
-    async def run_trace(trace_id: str) -> dict[str, Any]:
+    async def run_trace(trace_id: str, caller: Caller) -> dict[str, Any]:
         check_text(trace_id, settings.api_max_question_chars, "id")
         runtime = await state.runtime()
-        doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id)
+        doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
         if doc is None:
             raise NotFound(f"trace [{trace_id}] not found")
         return doc
@@ -146,8 +166,9 @@ def build_server(state: ApiState) -> MCPServer:
             Field(description=FILTERS_DOC),
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_search(query, mode, k, filters, index))
+        return await _guarded(state, run_search(query, mode, k, filters, index, caller_of_tool(ctx)))
 
     async def ask(
         question: Annotated[str, Field(description="The question.", min_length=1)],
@@ -161,8 +182,10 @@ def build_server(state: ApiState) -> MCPServer:
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         filters: Annotated[list[dict[str, Any]] | None, Field(description=FILTERS_DOC)] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters))
+        caller = caller_of_tool(ctx)
+        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters, caller))
 
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
@@ -172,8 +195,9 @@ def build_server(state: ApiState) -> MCPServer:
 
     async def trace(
         id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_trace(id))
+        return await _guarded(state, run_trace(id, caller_of_tool(ctx)))
 
     server.add_tool(
         search,

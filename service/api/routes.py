@@ -71,6 +71,8 @@ def retrieve_envelope(
     if result.without_vectors:
         body["without_vectors"] = result.without_vectors
         body["warning"] = without_vectors_note(result.without_vectors)
+    if result.index_note:
+        body["index_note"] = result.index_note
     return body
 
 
@@ -135,11 +137,11 @@ async def run_retrieve(state: ApiState, caller: Caller, index: str, body: Retrie
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})
 async def get_trace(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> OrjsonResponse:
-    """One trace document by its id."""
+    """One trace document by its id (the asker's and admins' to read: anyone else's is not found)."""
     state = state_of(request)
     runtime = await state.runtime()
     index = state.settings.traces_index
-    doc = await trace_reads.trace(runtime.store, index, trace_id)
+    doc = await trace_reads.trace(runtime.store, index, trace_id, caller=caller_of(request.scope))
     if doc is None:
         raise NotFound(f"trace [{trace_id}] not found", details={"index": index})
     return OrjsonResponse({"_index": index, "_id": trace_id, "found": True, "_source": doc})

@@ -18,8 +18,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse
 
 from hopsearch.service import trace_reads
+from hopsearch.service.access import Scope
 from hopsearch.service.api.routes import state_of
+from hopsearch.service.api.state import caller_of
 from hopsearch.service.errors import NotFound
+from hopsearch.service.retrieval.readers import passages_by_id
 
 router = APIRouter()
 UI_PREFIX = "/_ui"
@@ -108,17 +111,23 @@ async def list_page(request: Request, size: Annotated[int, Query(ge=1, le=1000)]
     state = state_of(request)
     runtime = await state.runtime()
     index = state.settings.traces_index
-    return HTMLResponse(render_list(await trace_reads.recent_traces(runtime.store, index, size), index))
+    rows = await trace_reads.recent_traces(runtime.store, index, size, caller=caller_of(request.scope))
+    return HTMLResponse(render_list(rows, index))
 
 
 @router.get("/_ui/traces/{trace_id}", response_class=HTMLResponse, include_in_schema=False)
 async def trace_page(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> HTMLResponse:
     state = state_of(request)
     runtime = await state.runtime()
-    doc = await trace_reads.trace(runtime.store, state.settings.traces_index, trace_id)
+    caller = caller_of(request.scope)
+    settings = state.settings
+    doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
     if doc is None:
-        raise NotFound(f"trace [{trace_id}] not found", details={"index": state.settings.traces_index})
-    found = await runtime.store.get_sources(state.settings.passages_alias, passage_ids(doc), ["title"])
+        raise NotFound(f"trace [{trace_id}] not found", details={"index": settings.traces_index})
+    # titles of the passages the viewer may read now (ACLs may have changed since the question)
+    index = str((doc.get("scope") or {}).get("index") or settings.passages_alias)
+    scope = Scope(index, caller, acl_default=settings.acl_default)
+    found = await passages_by_id(runtime.store, scope, passage_ids(doc), ["title"])
     titles = {pid: str(source.get("title", "")) for pid, source in found.items()}
     for citation in doc.get("citations") or []:
         titles.setdefault(str(citation.get("id")), str(citation.get("title", "")))

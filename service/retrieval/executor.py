@@ -5,7 +5,8 @@ reorders the top hits of any mode.
 :class:`EsRetriever` serves any index: every call names its :class:`~hopsearch.service.access.Scope`
 (index, filters, caller), and :meth:`EsRetriever.bind` gives a strategy a retriever bound to its
 request's scope. Where the server refuses its rrf retriever, the store learns it once (a cluster
-capability) and the queries are planned again with client-side RRF, said so in their results.
+capability) and the queries are planned again with client-side RRF, said so in their results. Results
+leave as the scope's caller may see them (:mod:`.readers`: no ``acl``, ranks where the settings say so).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from hopsearch.service.path_filters import with_relative_paths
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval.bodies import bm25_body
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
+from hopsearch.service.retrieval.readers import shown, shown_hits
 from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
 from hopsearch.service.store import Store
+from hopsearch.service.store.indices import schema_note
 from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
 
 log = logging.getLogger(__name__)
@@ -75,10 +78,12 @@ class EsRetriever:
             return []
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
-        out = await self._search(scope, await with_relative_paths(self.store, scope.index, scoped(queries, scope)))
+        scoped_queries = await with_relative_paths(self.store, scope.index, scoped(queries, scope), scope.access())
+        out = await self._search(scope, scoped_queries)
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
-        return out
+        note = schema_note(scope.index, (await self.facts(scope.index)).meta, scope.acl_default)
+        return [shown(scope, replace(r, index_note=note) if note else r) for r in out]
 
     async def search_fused(
         self, scope: Scope, groups: Sequence[Sequence[RetrievalQuery]], size: int
@@ -90,18 +95,19 @@ class EsRetriever:
         flat = [query for group in groups for query in group]
         lengths = [len(group) for group in groups]
         if any(query.mode != "bm25" or query.rerank for query in flat):
-            results = await self.search_many(scope, flat)
-            return rrf_groups(lengths, [result.hits for result in results], size=size)
+            results = await self.search_many(scope, flat)  # without acl already; ranks once fused, below
+            fused_lists = rrf_groups(lengths, [result.hits for result in results], size=size)
+            return [shown_hits(scope, hits) for hits in fused_lists]
         if not flat:
             return [[] for _ in groups]
-        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope))
+        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
         facts = await self.facts(scope.index)
         responses = await self.store.msearch(
             [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]
         )
         lists = [raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
         return [
-            [hit_of(raw, score) for raw, score in rrf_order(group, RAW_ID, size=size)]
+            shown_hits(scope, [hit_of(raw, score) for raw, score in rrf_order(group, RAW_ID, size=size)])
             for group in split(lengths, lists)
         ]
 

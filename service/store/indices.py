@@ -6,6 +6,13 @@ fills a new version and :meth:`IndexLifecycle.swap_alias` moves the alias atomic
 ``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
 (``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode; :meth:`IndexLifecycle.check_embedder`
 refuses vectors from any other embedder.
+
+Schema versions (``_meta.hopsearch.schema_version``; one policy for every change of the passages template):
+an index made under an older version keeps answering as it is, every answer that reads it, ``indices
+list`` and ``doctor`` say so and name the command that moves it (:func:`schema_note`), and ``hopsearch
+indices upgrade`` moves it (:meth:`IndexLifecycle.upgrade_in_place` where the change only adds fields, as
+2 does). Versions: 1, the first; 2, ``acl`` (the principals that may read a passage; an index without it
+reads every passage as ``acl_default``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,33 @@ from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.store.base import Connected
 from hopsearch.service.types import DenseMethod, Embedder
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: What each schema version added, for the messages that say how to move an older index.
+SCHEMA_CHANGES = {2: "document permissions (acl)"}
+#: Fields a version added that an older index gets in place (``put_mapping``: nothing is copied).
+ADDED_FIELDS: dict[str, Any] = {"embedder": {"type": "keyword"}, "acl": {"type": "keyword"}}
+
+
+def schema_version(meta: Mapping[str, Any]) -> int:
+    """The passages schema an index was made (or last upgraded) under; 0 where ``_meta`` names none (not
+    a hopsearch passages index)."""
+    value = meta.get("schema_version")
+    return int(value) if isinstance(value, int) else 0
+
+
+def schema_note(index: str, meta: Mapping[str, Any], acl_default: str = "private") -> str:
+    """What to say of an index made under an older passages schema (empty where it is current or not ours):
+    what it lacks, how it reads meanwhile, and the command that moves it keeping everything."""
+    version = schema_version(meta)
+    if not 0 < version < SCHEMA_VERSION:
+        return ""
+    missing = ", ".join(SCHEMA_CHANGES[v] for v in range(version + 1, SCHEMA_VERSION + 1) if v in SCHEMA_CHANGES)
+    readers = "admins only" if acl_default == "private" else "every caller"
+    return (
+        f"index [{index}] has passages schema {version} < {SCHEMA_VERSION} (made before {missing}): its passages "
+        f"read as acl_default={acl_default} ({readers}); `hopsearch indices upgrade {index}` moves it to "
+        f"schema {SCHEMA_VERSION} in place, keeping every passage and vector"
+    )
 
 
 def load_template(name: str) -> dict[str, Any]:
@@ -92,17 +125,63 @@ class IndexLifecycle(Connected):
             (self.settings.outlines_index, "outlines"),
             (self.settings.traces_index, "traces"),
         ):
+            body = load_template(template)
             if not await self.exists(name):
-                await self._create(name, load_template(template))
+                await self._create(name, body)
+            else:
+                await self._upgrade_side(name, body)
         self._side_indices_ready = True
 
+    async def _upgrade_side(self, name: str, template: Mapping[str, Any]) -> None:
+        """Give an outlines or traces index made under an older template the fields added since (in place;
+        schema 2 of traces: ``user``, whom a trace belongs to). Fields only ever are added to these
+        templates, so the template's properties are put as they are."""
+        wanted = int(template["mappings"]["_meta"]["schema_version"])
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        for concrete, body in response.items():
+            meta = body.get("mappings", {}).get("_meta", {})
+            if int(meta.get("schema_version", 0) or 0) >= wanted:
+                continue
+            mapping = {
+                "properties": template["mappings"]["properties"],
+                "_meta": {**meta, **template["mappings"]["_meta"], "upgraded_from": meta.get("schema_version")},
+            }
+            await call(self.client.indices.put_mapping(index=concrete, body=mapping), f"put mapping {concrete}")
+
     async def ensure_embedder_field(self, index: str) -> None:
-        """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
-        before it existed; a no-op where it is there. Written with every vector, it is what an
-        incremental load and a dense search ask to find documents without one (``exists`` cannot see a
-        ``_source``-only vector)."""
+        """Add the ``embedder`` keyword (which model made a document's vector) and ``acl`` to a passages
+        index made before they existed (:meth:`upgrade_in_place`); a no-op where they are there. ``embedder``
+        is written with every vector, it is what an incremental load and a dense search ask to find
+        documents without one (``exists`` cannot see a ``_source``-only vector); a load writes ``acl``."""
+        meta = await self.index_meta(index)
+        if schema_version(meta) and schema_version(meta) < SCHEMA_VERSION:
+            await self.upgrade_in_place(index)
+            return
         body = {"properties": {"embedder": {"type": "keyword"}}}
         await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
+
+    async def upgrade_in_place(self, name: str) -> list[tuple[str, int]]:
+        """Move the passages indices ``name`` names (an index, or every index behind an alias) to
+        :data:`SCHEMA_VERSION` where the versions between only add fields: the fields are added
+        (``put_mapping``) and ``_meta.hopsearch`` records the version (and ``upgraded_from``). Nothing is
+        copied: every passage, vector and token field stays. Returns ``(index, version before)`` of each;
+        an index that is current is left alone, one that is not hopsearch's is refused."""
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        done: list[tuple[str, int]] = []
+        for concrete, body in sorted(response.items()):
+            meta = dict(body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}))
+            before = schema_version(meta)
+            if before == 0:
+                raise StoreError(f"index [{concrete}] is not a hopsearch passages index (no _meta.hopsearch)")
+            if before < SCHEMA_VERSION:
+                meta |= {"schema_version": SCHEMA_VERSION, "upgraded_from": before}
+                meta["upgraded_at"] = datetime.now(UTC).isoformat()
+                others = {k: v for k, v in body.get("mappings", {}).get("_meta", {}).items() if k != "hopsearch"}
+                mapping = {"properties": ADDED_FIELDS, "_meta": {**others, "hopsearch": meta}}
+                await call(self.client.indices.put_mapping(index=concrete, body=mapping), f"put mapping {concrete}")
+            done.append((concrete, before))
+        self._meta_cache.clear()
+        return done
 
     async def require_passages(self, name: str) -> None:
         """Refuse to answer from a passages index or alias that does not exist (asking never creates one)."""

@@ -185,7 +185,13 @@ async def run_recorded(
     """Run ``body`` over the request's scope under the budget's deadline (``timeout_s`` where the budget
     names none); finish and write the trace whatever happens. ``on_step`` sees each step as recorded."""
     recorder = TraceRecorder(
-        request.question, name, llm.model, request.trace_options(), on_step, scope=request.trace_scope()
+        request.question,
+        name,
+        llm.model,
+        request.trace_options(),
+        on_step,
+        scope=request.trace_scope(),
+        user=request.trace_user(),
     )
     seconds = request.options.budget.timeout_s or timeout_s
     deadline = time.monotonic() + seconds

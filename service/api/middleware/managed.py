@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Protocol
 
 from hopsearch.service.access import Caller
@@ -100,7 +99,6 @@ def reached(answer: dict[str, Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-@lru_cache(maxsize=4096)
 def overlap(a: str, b: str) -> bool:
     """Whether some name matches both patterns (``*`` any run of characters, the only wildcard of index
     patterns; a plain name is a pattern without one), case folded: ``hop*`` and ``*-passages`` do,

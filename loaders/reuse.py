@@ -1,0 +1,104 @@
+"""Vectors of a batch without embedding what is known: the vector cache first, then — for passages the
+source says are unchanged in the index (``SourceBatch.stored``: an ACL-only change) — the vectors the
+index keeps in ``_source``, and only then the embedder.
+
+A re-sent passage is always a whole document (a partial ``_update`` would drop the token fields kept out of
+``_source``, and vectors where they are excluded), so an unchanged passage needs its vector again: this
+is where it comes from. A vector read back is used only where the index holds it from the same embedder
+for the same title and text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsearch.loaders.model import SourceBatch
+from hopsearch.loaders.vector_cache import VectorCache, content_hash, passage_text
+from hopsearch.service.store import Store
+from hopsearch.service.types import Embedder
+
+#: What is read back of an unchanged passage.
+STORED_FIELDS = ("embedding", "embedder", "title", "text")
+
+
+@dataclass(slots=True)
+class VectorCounts:
+    """Where a load's vectors came from."""
+
+    embedded: int = 0
+    cached: int = 0
+    stored: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"embedded": self.embedded, "from_cache": self.cached, "from_index": self.stored}
+
+
+async def stored_vectors(
+    store: Store, index: str, ids: Sequence[str], bodies: Sequence[dict[str, Any]], embedder_id: str | None
+) -> dict[int, tuple[list[float], str]]:
+    """Vectors the index holds for these passages (by position in ``ids``), where the stored title and text
+    are the passage's and (with ``embedder_id``) the vector is that model's. One ``_mget`` (a load reads as
+    the service: no caller's ACL applies)."""
+    if not ids:
+        return {}
+    found = await store.get_sources(index, list(ids), STORED_FIELDS)
+    out: dict[int, tuple[list[float], str]] = {}
+    for i, (doc_id, body) in enumerate(zip(ids, bodies, strict=True)):
+        held = found.get(doc_id)
+        if not held or not held.get("embedding") or not held.get("embedder"):
+            continue
+        if held.get("title") != body.get("title") or held.get("text") != body.get("text"):
+            continue
+        if embedder_id is not None and held["embedder"] != embedder_id:
+            continue
+        out[i] = (list(held["embedding"]), str(held["embedder"]))
+    return out
+
+
+async def fill_vectors(
+    store: Store,
+    index: str,
+    batch: SourceBatch,
+    embedder: Embedder | None,
+    cache: VectorCache | None,
+    counts: VectorCounts,
+) -> None:
+    """Set ``embedding`` and ``embedder`` on the batch's bodies. Without an embedder (``--no-embed``) only
+    unchanged passages get theirs back from the index (a re-send must not drop them)."""
+    bodies = batch.bodies
+    if embedder is None:
+        stored = [i for i in batch.stored if i < len(bodies)]
+        ids = [batch.ids[i] for i in stored]
+        held = await stored_vectors(store, index, ids, [bodies[i] for i in stored], None)
+        for n, (vector, model) in held.items():
+            bodies[stored[n]] |= {"embedding": vector, "embedder": model}
+            counts.stored += 1
+        return
+    model = embedder.model_id
+    keys = [content_hash(passage_text(body)) for body in bodies]
+    known = cache.get_many(model, keys) if cache is not None else {}
+    missing = {i for i, key in enumerate(keys) if key not in known}
+    counts.cached += len(bodies) - len(missing)
+    reusable = [i for i in batch.stored if i in missing]
+    new: dict[str, list[float]] = {}
+    if reusable:
+        held = await stored_vectors(
+            store, index, [batch.ids[i] for i in reusable], [bodies[i] for i in reusable], model
+        )
+        for n, (vector, _) in held.items():
+            new[keys[reusable[n]]] = vector
+            missing.discard(reusable[n])
+        counts.stored += len(held)
+    todo = sorted(missing)
+    if todo:
+        vectors = await embedder.embed([passage_text(bodies[i]) for i in todo])
+        new.update((keys[i], list(vector)) for i, vector in zip(todo, vectors, strict=True))
+        counts.embedded += len(todo)
+    if cache is not None and new:
+        cache.put_many(model, new.items())
+    known.update(new)
+    for body, key in zip(bodies, keys, strict=True):
+        body["embedding"] = known[key]
+        body["embedder"] = model
