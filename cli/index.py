@@ -1,4 +1,5 @@
-"""``hopsearch index dpr|docs|jsonl|qa PATH``: load corpora into the passages index.
+"""``hopsearch index dpr|docs|jsonl|qa PATH``: load corpora into the passages index (one command per kind of
+:data:`~hopsearch.loaders.api.LOADERS`).
 
 Each command shows a progress bar (rate and ETA; updated once per acknowledged batch, so it never
 slows the load), then prints the reconciliation ``read = indexed + rejected + skipped`` and where the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,15 +38,13 @@ from rich.progress import (
 
 from hopsearch.cli.admin import cluster_overrides
 from hopsearch.loaders import history
-from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.api import LOADERS, Loader
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.embedders.factory import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
-
-Loader = Callable[..., Awaitable[LoadReport]]
 
 EXIT_FAILED = 1
 EXIT_REJECTED = 3
@@ -163,7 +162,7 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
         raise SystemExit(EXIT_REJECTED)
 
 
-def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
+def _run(loader: Loader, path: Path, params: dict[str, Any]) -> None:
     settings = load_settings(**cluster_overrides(params.get("shards"), params.get("replicas")))
     default_batch = 5000 if params["no_embed"] or settings.embedder == "none" else 256
     options = LoadOptions(
@@ -178,13 +177,13 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any]) -> None:
         index=params.get("index_name"),
     )
     console = Console(stderr=True)
-    bar = None if params["quiet"] else BarProgress(f"{kind} {path.name}", console)
+    bar = None if params["quiet"] else BarProgress(f"{loader.kind} {path.name}", console)
 
     async def go() -> LoadReport:
         embedder: Embedder | None = None if params["no_embed"] else make_embedder(settings)
         progress: Progress | None = bar
         async with await Store.connect(settings) as store:
-            return await loader(store, path, options, embedder=embedder, progress=progress)
+            return await loader.load(store, path, options, embedder=embedder, progress=progress)
 
     started = datetime.now(UTC)
     try:
@@ -203,36 +202,18 @@ def index() -> None:
     """Load corpora into the passages index (BM25 text plus vectors unless --no-embed)."""
 
 
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def dpr(path: Path, **params: Any) -> None:
-    """DPR passages: psgs_w100.tsv or .tsv.gz (id, text, title)."""
-    _run("dpr", load_dpr, path, params)
+def _command(loader: Loader) -> None:
+    """``hopsearch index <kind> PATH`` with the options of its kind."""
+
+    def command(path: Path, **params: Any) -> None:
+        _run(loader, path, params)
+
+    command = _options(command)
+    if loader.resumable:
+        command = _resumable(command)
+    command = click.argument("path", type=click.Path(path_type=Path))(command)
+    index.command(name=loader.kind, help=loader.summary)(command)
 
 
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def jsonl(path: Path, **params: Any) -> None:
-    """A BEIR-style JSONL corpus ({"_id", "title", "text", ...} per line)."""
-    _run("jsonl", load_jsonl, path, params)
-
-
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def qa(path: Path, **params: Any) -> None:
-    """The context paragraphs of a HotpotQA / 2WikiMultihopQA / MuSiQue question file."""
-    _run("qa", load_qa_contexts, path, params)
-
-
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_options
-def docs(path: Path, **params: Any) -> None:
-    """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
-    _run("docs", load_docs, path, params)
+for _loader in LOADERS.values():
+    _command(_loader)

@@ -28,9 +28,11 @@ import os
 import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hopsearch.loaders.batching import cut
 from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
@@ -121,64 +123,71 @@ class DocsSource:
 
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         stamp = datetime.now(UTC).isoformat()
-        batch = SourceBatch(after=start_after, one_doc_per_position=False)
-        root = str(self.path)
         entries = [(p, None) for p in self.files] + [(p, why) for p, why in self.walk_errors]
-        for position, (path, walk_error) in enumerate(entries, start=1):
-            if position <= start_after or (limit is not None and position > start_after + limit):
-                continue
-            batch.read += 1
-            batch.last = position
-            batch.progress = position
-            where = {"file": path}
-            if walk_error is not None:
-                batch.reject(position, where, walk_error)
-                continue
-            try:
-                data, info = self._read(path)
-                sha = hashlib.sha256(data).hexdigest()
-                known = self.state.get(path, [])
-                if len(known) == 1 and self._complete(sha, *known[0]):
-                    batch.skipped += 1
-                    continue
-                title, blocks = extract(Path(path).suffix, data)
-                lang = detect_lang(" ".join(b.text for b in blocks))
-                chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
-                if not chunks:
-                    raise InputError("no text extracted (empty document)")
-            except InputError as exc:
-                batch.reject(position, where, exc.reason)
-                continue
-            doc_id = doc_id_of(path)
-            self.changed[path] = len(chunks)
-            meta = {
-                "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
-                "size": info.st_size,
-                "type": Path(path).suffix.lower().lstrip("."),
-                "chunks": len(chunks),
-                "root": root,
+
+        def fill(batch: SourceBatch, files: Iterator[tuple[int, tuple[str, str | None]]]) -> None:
+            for position, (path, walk_error) in files:
+                batch.last = position
+                if walk_error is not None:
+                    batch.reject(position, {"file": path}, walk_error)
+                else:
+                    self._add_file(batch, position, path, stamp)
+                if len(batch.ids) >= batch_size:
+                    return
+
+        yield from cut(
+            enumerate(entries[start_after:], start=start_after + 1),
+            fill,
+            start_after=start_after,
+            batch_size=batch_size,
+            limit=limit,
+            progress=lambda batch: batch.last,
+            make=partial(SourceBatch, one_doc_per_position=False),
+        )
+
+    def _add_file(self, batch: SourceBatch, position: int, path: str, stamp: str) -> None:
+        """One file's chunks into ``batch``, or its rejection; skipped where the index holds it already."""
+        where = {"file": path}
+        try:
+            data, info = self._read(path)
+            sha = hashlib.sha256(data).hexdigest()
+            known = self.state.get(path, [])
+            if len(known) == 1 and self._complete(sha, *known[0]):
+                batch.skipped += 1
+                return
+            title, blocks = extract(Path(path).suffix, data)
+            lang = detect_lang(" ".join(b.text for b in blocks))
+            chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
+            if not chunks:
+                raise InputError("no text extracted (empty document)")
+        except InputError as exc:
+            batch.reject(position, where, exc.reason)
+            return
+        doc_id = doc_id_of(path)
+        self.changed[path] = len(chunks)
+        meta = {
+            "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+            "size": info.st_size,
+            "type": Path(path).suffix.lower().lstrip("."),
+            "chunks": len(chunks),
+            "root": str(self.path),
+        }
+        for n, chunk in enumerate(chunks):
+            body: dict[str, Any] = {
+                "title": title or Path(path).stem,
+                "text": chunk.text,
+                "source": "docs",
+                "doc_id": doc_id,
+                "chunk": n,
+                "path": path,
+                "url": Path(path).as_uri(),
+                "headings": list(chunk.headings),
+                "lang": lang,
+                "metadata": meta,
+                "content_sha": sha,
+                "indexed_at": stamp,
             }
-            for n, chunk in enumerate(chunks):
-                body: dict[str, Any] = {
-                    "title": title or Path(path).stem,
-                    "text": chunk.text,
-                    "source": "docs",
-                    "doc_id": doc_id,
-                    "chunk": n,
-                    "path": path,
-                    "url": Path(path).as_uri(),
-                    "headings": list(chunk.headings),
-                    "lang": lang,
-                    "metadata": meta,
-                    "content_sha": sha,
-                    "indexed_at": stamp,
-                }
-                batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
-            if len(batch.ids) >= batch_size:
-                yield batch
-                batch = SourceBatch(after=position, one_doc_per_position=False)
-        if batch.read:
-            yield batch
+            batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
 
 
 async def existing_state(

@@ -13,15 +13,13 @@ at a time.
 from __future__ import annotations
 
 import csv
-import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO
 
 import orjson
 
+from hopsearch.loaders.batching import LineFill, LineSource
 from hopsearch.loaders.bulk import ACTION_HEAD, ACTION_TAIL
 from hopsearch.loaders.model import SourceBatch
 
@@ -31,15 +29,7 @@ HEADER = ("id", "text", "title")
 MAX_ID_BYTES = 512
 
 
-def open_lines(path: Path) -> tuple[BinaryIO | gzip.GzipFile, BinaryIO]:
-    """``(lines, raw)``: the (decompressed) byte stream and the file whose ``tell()`` measures progress."""
-    raw = path.open("rb", buffering=1 << 20)
-    if path.suffix == ".gz":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    return raw, raw
-
-
-class DprSource:
+class DprSource(LineSource):
     """Streams ``psgs_w100.tsv[.gz]`` as batches of passages.
 
     With ``encode`` (BM25-only loads: nothing is added to a passage) each passage's ``_bulk`` lines are
@@ -48,39 +38,25 @@ class DprSource:
     """
 
     kind = "dpr"
+    header = "\t".join(HEADER).encode()
 
     def __init__(self, path: Path, *, encode: bool = False) -> None:
-        self.path = path
+        super().__init__(path)
         self.encode = encode
 
-    def total(self) -> int | None:
-        return self.path.stat().st_size
-
-    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+    def reader(self) -> LineFill:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
         dumps, encode = orjson.dumps, self.encode
         tail = b',"indexed_at":' + dumps(stamp) + b"}\n"
-        lines, raw = open_lines(self.path)
-        with raw, lines:
-            batch = SourceBatch(after=start_after, file=file)
-            offset = 0
-            for line in islice(lines, start_after):  # what the checkpoint covers (the header included)
-                offset += len(line)
-            rest: Iterator[bytes] = lines
-            if start_after == 0 and (first := lines.readline()):
-                if first.rstrip(b"\r\n").split(b"\t") == [h.encode() for h in HEADER]:
-                    offset, batch.after = len(first), 1
-                else:
-                    rest = chain((first,), lines)
+
+        def fill(batch: SourceBatch, lines: Iterator[tuple[int, bytes]], offset: int) -> int:
             ids, bodies, encoded = batch.ids, batch.bodies, batch.encoded
             positions, offsets = batch.doc_pos, batch.offsets
-            number = batch.after  # the last line read so far
-            read = 0
-            for number, line in enumerate(islice(rest, limit), start=batch.after + 1):
+            number = batch.last
+            for number, line in lines:
                 here = offset
                 offset += len(line)
-                read += 1
                 fields = parse_line(line)
                 if isinstance(fields, list):
                     pid, passage, title = fields
@@ -109,16 +85,10 @@ class DprSource:
                     batch.skipped += 1
                 else:
                     batch.reject(number, {"file": file, "line": number, "offset": here}, *fields)
-                if read >= batch_size:
-                    batch.read, batch.last, batch.progress = read, number, raw.tell()
-                    yield batch
-                    batch = SourceBatch(after=number, file=file)
-                    ids, bodies, encoded = batch.ids, batch.bodies, batch.encoded
-                    positions, offsets = batch.doc_pos, batch.offsets
-                    read = 0
-            if read or batch.after != start_after:
-                batch.read, batch.last, batch.progress = read, max(number, batch.after), raw.tell()
-                yield batch
+            batch.last = number
+            return offset
+
+        return fill
 
 
 #: The pieces of an encoded passage between its fields: the same bytes as ``orjson.dumps`` of the dict
