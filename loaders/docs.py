@@ -13,10 +13,11 @@ their chunks deleted.
 
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
-an unreadable directory — when its library fails on it (a corrupt PDF), or when it yields no text (an
-empty file). Such a file's earlier chunks, if any, are left in place. The files under a directory that
-cannot be listed are unknown, not gone: their chunks stay, and the report names the directory
-(``unreadable_dirs``; the CLI exits non-zero on it).
+an unreadable directory — when its library fails on it (a corrupt PDF), when it yields no text (an
+empty file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). Such a file's
+earlier chunks, if any, are left in place. The files under a directory that cannot be listed are
+unknown, not gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI
+exits non-zero on it).
 """
 
 from __future__ import annotations
@@ -54,6 +55,23 @@ def doc_id_of(path: str) -> str:
     return hashlib.sha1(path.encode()).hexdigest()[:20]
 
 
+def shown(path: str) -> str:
+    """``path`` as text that can be stored and printed: bytes of its name that are not UTF-8 (Python keeps
+    them as lone surrogates) written as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+NOT_UTF8 = "file name is not valid UTF-8 (a passage's path is stored as UTF-8 text): rename the file to load it"
+
+
 class DocsSource:
     """The files under ``root`` as batches of chunks; files unchanged against ``state`` are skipped."""
 
@@ -87,7 +105,7 @@ class DocsSource:
 
         def on_error(exc: OSError) -> None:
             why = f"unreadable directory: {exc.strerror or exc} (chunks of its files kept)"
-            self.walk_errors.append((str(exc.filename), why))
+            self.walk_errors.append((shown(str(exc.filename)), why))
 
         for folder, dirs, names in os.walk(self.path, onerror=on_error):
             dirs.sort()
@@ -128,8 +146,10 @@ class DocsSource:
         def fill(batch: SourceBatch, files: Iterator[tuple[int, tuple[str, str | None]]]) -> None:
             for position, (path, walk_error) in files:
                 batch.last = position
+                if walk_error is None and _not_utf8(path):
+                    walk_error = NOT_UTF8
                 if walk_error is not None:
-                    batch.reject(position, {"file": path}, walk_error)
+                    batch.reject(position, {"file": shown(path)}, walk_error)
                 else:
                     self._add_file(batch, position, path, stamp)
                 if len(batch.ids) >= batch_size:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,3 +141,29 @@ def test_docs_into_a_named_index_a_single_file_and_search_filters(cli_env: dict[
     assert sources("--index", named) == ["docs"]
     bad = runner.invoke(main, ["search", "holiday", "--filter", "nonsense"], env=cli_env)
     assert bad.exit_code == 2 and "FIELD=VALUE" in bad.output
+
+
+def test_a_file_name_that_is_not_utf8_is_one_dead_letter(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """``bad\\xff.md`` (a real file whose name is not UTF-8) is one dead letter, its name escaped, and the
+    rest of the folder loads and is recorded (issue 27, item 7: it aborted the load with a traceback)."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "good.md").write_text("# Good\n\nAlpha handbook text.\n")
+    (docs / "sub" / "fine.txt").write_text("Bravo handbook text.\n")
+    with open(os.path.join(os.fsencode(docs), b"bad\xff.md"), "wb") as bad:
+        bad.write(b"# Bad\n\nCharlie text under a name that is not UTF-8.\n")
+    runner = CliRunner()
+    result = runner.invoke(main, ["index", "docs", str(docs), "--quiet"], env=cli_env)
+    assert result.exit_code == EXIT_REJECTED, result.output
+    assert "read 3 = indexed 2 + rejected 1 + skipped 0  [reconciled]" in result.output
+    assert count(cli_env) == 2
+    listed = runner.invoke(main, ["loads", "list", "--json"], env=cli_env)
+    assert listed.exit_code == 0, listed.output
+    [load] = json.loads(listed.output)
+    assert load["dead_letters"] == 1 and load["report"]["indexed"] == 2
+    [letter] = [json.loads(line) for line in Path(load["report"]["dead_letter"]).read_text().splitlines()]
+    assert letter["file"] == str(docs) + "/bad\\xff.md"
+    assert "not valid UTF-8" in letter["reason"]
+    again = runner.invoke(main, ["index", "docs", str(docs), "--quiet", "--allow-rejects"], env=cli_env)
+    assert again.exit_code == 0, again.output
+    assert "read 3 = indexed 0 + rejected 1 + skipped 2  [reconciled]" in again.output
