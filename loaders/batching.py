@@ -79,6 +79,7 @@ class FileSource:
     """A source read from one file, its size in bytes the unit of progress."""
 
     kind = ""
+    resumable = True
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -87,8 +88,7 @@ class FileSource:
         return self.path.stat().st_size
 
     def own_passages(self) -> dict[str, Any]:
-        """The passages this kind of load writes (``source`` is the kind): what a ``--rebuild`` replaces;
-        the rest of the index is copied into the new version."""
+        """The passages of this kind (``source`` is the kind: a file's passages do not record which file)."""
         return {"term": {"source": self.kind}}
 
 

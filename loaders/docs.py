@@ -76,6 +76,7 @@ class DocsSource:
     """The files under ``root`` as batches of chunks; files unchanged against ``state`` are skipped."""
 
     kind = "docs"
+    resumable = False
 
     def __init__(
         self,
@@ -116,6 +117,11 @@ class DocsSource:
 
     def total(self) -> int | None:
         return len(self.files) + len(self.walk_errors)
+
+    def own_passages(self) -> dict[str, Any]:
+        """The chunks of this folder's files (of the one file, with ``only``)."""
+        where = {"term": {"path": str(self.only)}} if self.only else {"prefix": {"path": f"{self.path}{os.sep}"}}
+        return {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
 
     def _read(self, path: str) -> tuple[bytes, os.stat_result]:
         try:
@@ -218,6 +224,7 @@ async def existing_state(
     name = index or store.settings.passages_alias
     if not await store.exists(name):
         return {}
+    await store.refresh(name)  # a load stopped by a block never refreshed: its chunks count as held too
     where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
     query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
     sources = [{"path": {"terms": {"field": "path"}}}, {"sha": {"terms": {"field": "content_sha"}}}]

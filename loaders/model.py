@@ -85,6 +85,12 @@ class Source(Protocol):
 
     kind: str
     path: Path
+    #: a stopped load goes on with ``--resume`` (a docs load is incremental instead: it is run again)
+    resumable: bool
+
+    def own_passages(self) -> dict[str, Any]:
+        """The query of the passages this load writes: what a ``--rebuild`` replaces (the rest of the
+        index is copied into the new version)."""
 
     def total(self) -> int | None:
         """Progress units of the whole source (bytes), ``None`` if unknown."""

@@ -163,7 +163,11 @@ class Store:
         """Add the ``embedder`` keyword (which model made a document's vector) to a passages index made
         before it existed; a no-op where it is there. Written with every vector, it is what an
         incremental load and a dense search ask to find documents without one (``exists`` cannot see a
-        ``_source``-only vector)."""
+        ``_source``-only vector). Asked first: a block (the flood stage's read-only one) refuses even a
+        put mapping that changes nothing, and a load then should fail where the block is named."""
+        mappings = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        if mappings and all("embedder" in m.get("mappings", {}).get("properties", {}) for m in mappings.values()):
+            return
         body = {"properties": {"embedder": {"type": "keyword"}}}
         await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
 
