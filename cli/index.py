@@ -139,6 +139,11 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
             f"({rate:,.0f} {report.kind} records/s)"
             + (f"; resumed after position {report.resumed_from:,}" if report.resumed_from else "")
             + (f"; {report.deleted:,} stale chunks deleted" if report.deleted else "")
+            + (
+                f"; {report.extra['copied']:,} other passages copied from {report.extra['copied_from']}"
+                if report.extra.get("copied")
+                else ""
+            )
             + ("; alias swapped" if report.swapped_alias else "")
         )
         if report.rejected:

@@ -119,9 +119,11 @@ class DocsSource:
         return len(self.files) + len(self.walk_errors)
 
     def own_passages(self) -> dict[str, Any]:
-        """The chunks of this folder's files (of the one file, with ``only``)."""
+        """The chunks of this folder's files (of the one file, with ``only``), but for those under a
+        directory that could not be listed: unknown, not gone."""
         where = {"term": {"path": str(self.only)}} if self.only else {"prefix": {"path": f"{self.path}{os.sep}"}}
-        return {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
+        unknown = [{"prefix": {"path": f"{folder.rstrip(os.sep)}{os.sep}"}} for folder, _ in self.walk_errors]
+        return {"bool": {"filter": [{"term": {"source": "docs"}}, where], "must_not": unknown}}
 
     def _read(self, path: str) -> tuple[bytes, os.stat_result]:
         try:
@@ -325,4 +327,4 @@ async def load_docs(
     clauses += [{"term": {"path": path}} for path in gone]
     deleted = await _delete(store, report.index, clauses) if clauses else 0
     extra = {"files_new_or_changed": len(source.changed), "files_removed": len(gone), "unreadable_dirs": unreadable}
-    return dataclasses.replace(report, deleted=deleted, extra=extra)
+    return dataclasses.replace(report, deleted=deleted, extra={**report.extra, **extra})

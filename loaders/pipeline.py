@@ -33,9 +33,10 @@ from hopsearch.loaders.checkpoint import (
     write_checkpoint,
 )
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
+from hopsearch.loaders.rebuild import copy_rest, rebuild_advice
 from hopsearch.loaders.refusals import stopped
 from hopsearch.loaders.target import LoadSettings, open_target
-from hopsearch.service.errors import ConfigError, InputError, StoreError
+from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
 from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
@@ -238,6 +239,7 @@ async def run_load(
     index = previous.index if previous else options.index or settings.passages_alias
     held: LoadSettings | None = None
     checkpoint = previous
+    extra: dict[str, Any] = {}
     try:
         rebuild, named = options.rebuild, options.index
         index, swap = await open_target(store, embedder, rebuild=rebuild, previous=previous, named=named)
@@ -266,6 +268,13 @@ async def run_load(
                 letters.close()
                 checkpoint = tracker.checkpoint
                 write_checkpoint(ck_path, checkpoint, sync=True)
+            old = await store.passages_index() if swap else None
+            if old is not None and old != index:
+                copied = await copy_rest(store, old, index, source.own_passages(), embedder, options, ja_analysis)
+                extra |= {"copied": copied, "copied_from": old}
+    except EmbedderMismatch as exc:
+        shown = getattr(source, "only", None) or source.path  # a docs load of one file names the file
+        raise rebuild_advice(exc, source.kind, shown, options.index) from exc
     except StoreError as exc:
         at = checkpoint.position if checkpoint else None
         raise stopped(exc, index, at, ck_path, held, resumable=source.resumable) from exc
@@ -279,7 +288,9 @@ async def run_load(
     write_checkpoint(ck_path, final, sync=True)
     seconds = time.monotonic() - began
     report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
-    return dataclasses.replace(report, extra={"restarted": restarted}) if restarted else report
+    if restarted:
+        extra["restarted"] = restarted
+    return dataclasses.replace(report, extra=extra) if extra else report
 
 
 def _left_over(ck_path: Path, index: str) -> dict[str, Any] | None:
