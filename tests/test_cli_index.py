@@ -29,7 +29,7 @@ def cli_env(es_node: EsNode, tmp_path: Path) -> Iterator[dict[str, str]]:
         "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
         "HOPSEARCH_EMBEDDER": "none",
     }
-    httpx.delete(f"{es_node.url}/{prefix}-*")
+    httpx.delete(f"{es_node.url}/{prefix}-*", timeout=60)  # a busy shared node answers late
 
 
 def count(env: dict[str, str]) -> int:

@@ -73,6 +73,35 @@ def lifted(cli_env: dict[str, str]) -> Iterator[list[str]]:  # noqa: F811
         httpx.put(f"{cli_env['HOPSEARCH_ES_URL']}/{index}/_settings", json={FLOOD: None, WRITE: None}, timeout=30)
 
 
+def stopped_by(
+    args: list[str], env: dict[str, str], block: str, lifted: list[str], *, checkpoint: Path | None, at: int
+) -> tuple[str | None, str]:
+    """Run the load; where ``checkpoint`` is given (a glob pattern: the file appears once the load runs),
+    set ``block`` on the checkpoint's index once it is past position ``at``. Returns that index and the
+    load's error (white space folded), once the load has stopped with exit status 1."""
+    load = cli(args, env)
+    index = None
+    try:
+        if checkpoint is not None:
+            deadline = time.monotonic() + 120
+            while (found := sorted(checkpoint.parent.glob(checkpoint.name))) == [] or (
+                (saved := read_checkpoint(found[0])) is None or saved.position < at
+            ):
+                assert load.poll() is None, "the load ended before the block was set"
+                assert time.monotonic() < deadline, "the load made no progress"
+                time.sleep(0.01)
+            index = saved.index
+            lifted.append(index)
+            put_block(env["HOPSEARCH_ES_URL"], index, block, True)
+        out, err = load.communicate(timeout=150)  # it stops: no retrying a block for minutes
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.communicate()
+    assert load.returncode == 1, out + err
+    return index, " ".join(err.split())
+
+
 @pytest.mark.parametrize(
     ("block", "when"),
     [(WRITE, "mid-load"), (FLOOD, "mid-load"), (WRITE, "before"), (FLOOD, "before"), (CLOSED, "mid-load")],
@@ -103,24 +132,10 @@ def test_a_block_stops_the_load_and_resume_finishes_it(
         assert made.returncode == 0, made.stdout + made.stderr
         lifted.append(index)
         put_block(url, index, block, True)
-    load = cli(args, cli_env)
-    try:
-        if when == "mid-load":
-            deadline = time.monotonic() + 120
-            while (saved := read_checkpoint(checkpoint)) is None or saved.position < 2_000:
-                assert load.poll() is None, "the load ended before the block was set"
-                assert time.monotonic() < deadline, "the load made no progress"
-                time.sleep(0.01)
-            index = saved.index
-            lifted.append(index)
-            put_block(url, index, block, True)
-        out, err = load.communicate(timeout=150)  # it stops: no retrying a block for minutes
-    finally:
-        if load.poll() is None:
-            load.kill()
-            load.communicate()
-    assert load.returncode == 1, out + err
-    message = " ".join(err.split())
+    blocked, message = stopped_by(
+        args, cli_env, block, lifted, checkpoint=checkpoint if when == "mid-load" else None, at=2_000
+    )
+    index = blocked or index
     if block == CLOSED:
         assert f"index [{index}] is closed" in message and f"POST /{index}/_open" in message, message
     else:
@@ -198,26 +213,9 @@ def test_a_block_stops_a_docs_load_and_running_it_again_finishes_it(
     for n in range(files):
         (docs / f"note{n:05d}.md").write_text(f"# Note {n}\n\nThe handbook says item {n} matters.\n")
     args = ["index", "docs", str(docs), "--quiet", "--batch-size", "20", "--workers", "1"]
-    loads = Path(cli_env["HOPSEARCH_STATE_DIR"]) / "loads"
-    load = cli(args, cli_env)
-    try:
-        deadline = time.monotonic() + 120
-        while not (found := list(loads.glob("*.checkpoint.json"))) or (
-            (saved := read_checkpoint(found[0])) is None or saved.position < 100
-        ):
-            assert load.poll() is None, "the load ended before the block was set"
-            assert time.monotonic() < deadline, "the load made no progress"
-            time.sleep(0.01)
-        index = saved.index
-        lifted.append(index)
-        put_block(url, index, block, True)
-        out, err = load.communicate(timeout=150)
-    finally:
-        if load.poll() is None:
-            load.kill()
-            load.communicate()
-    assert load.returncode == 1, out + err
-    message = " ".join(err.split())
+    checkpoint = Path(cli_env["HOPSEARCH_STATE_DIR"]) / "loads" / "*.checkpoint.json"
+    index, message = stopped_by(args, cli_env, block, lifted, checkpoint=checkpoint, at=100)
+    assert index is not None
     assert f"index [{index}] is blocked by {block}" in message and "run it again" in message, message
     assert "--resume" not in message
     if settings_of(url, index).get("index.refresh_interval") == "-1":
