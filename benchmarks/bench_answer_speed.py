@@ -9,7 +9,7 @@ interleaved (the order alternates per question) so both see the same load on a s
 
 - **before**: the llama.cpp server as ``llm up`` started it before (all-token logits), the
   ``followup`` stop fallback (a second request per generation step), no repeat guard;
-- **after**: ``llm up``'s server command now (:func:`hopsearch.cli.llm_server.server_command`),
+- **after**: ``llm up``'s server command now (:func:`hopsearch.cli.local.llm_server.server_command`),
   the ``stream`` stop fallback (the default) and the repeat guard (the default).
 
 Each side has its own ``llama_cpp.server`` (Gemma 3 270M Q4_K_M, one slot, started here on free ports
@@ -43,10 +43,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hopsearch.cli.llm_server import server_command  # noqa: E402
+from hopsearch.cli.local.llm_server import server_command  # noqa: E402
 from hopsearch.loaders.api import ensure_qa_contexts  # noqa: E402
 from hopsearch.loaders.questions import QARecord, read_questions  # noqa: E402
+from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.evaluation.metrics import score  # noqa: E402
+from hopsearch.service.requests import AskRequest  # noqa: E402
 from hopsearch.service.runtime import Runtime  # noqa: E402
 from hopsearch.service.settings import Settings, load_settings  # noqa: E402
 from hopsearch.service.strategies import AskOptions, depth_for  # noqa: E402
@@ -153,7 +155,8 @@ async def answer(side: Side, record: QARecord) -> dict[str, Any]:
     assert side.runtime is not None
     offset = side.server.offset()
     started = time.monotonic()
-    result = await side.runtime.strategy("deeprag").answer(record.question, side.options)
+    request = AskRequest(record.question, Scope(side.settings.passages_alias, ADMIN), options=side.options)
+    result = await side.runtime.strategy("deeprag").answer(request)
     wall = time.monotonic() - started
     await asyncio.sleep(0.3)  # let the server's log lines land
     memory = side.server.memory_kb()

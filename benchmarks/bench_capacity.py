@@ -50,7 +50,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hopsearch.cli import esnode  # noqa: E402
+from hopsearch.cli.local import esnode  # noqa: E402
 from hopsearch.service.retrieval import bm25_body, knn_body  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402

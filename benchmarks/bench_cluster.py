@@ -4,7 +4,7 @@
 
 One run, in this order:
 
-1. Starts a three-node Elasticsearch 8.19 cluster (``hopsearch.cli.escluster``, 256m heaps, HTTP ports
+1. Starts a three-node Elasticsearch 8.19 cluster (``hopsearch.cli.local.escluster``, 256m heaps, HTTP ports
    ``--port``…``--port+2``) and one single node (``--port+5``, 256m heap), each in a temporary folder.
 2. Load: the same generated DPR file (``--rows`` passages, benchmarks/bench_load.py's generator, BM25 only)
    with ``hopsearch index dpr FILE --no-embed`` (a subprocess) into the single node (1 shard, 0 replicas)
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_load import VOCAB, generate  # noqa: E402
-from hopsearch.cli import escluster, esnode, process  # noqa: E402
+from hopsearch.cli.local import escluster, esnode, process  # noqa: E402
 from tests.service_processes import process_figures, serve_env  # noqa: E402
 
 VERSION = "8.19.21"

@@ -14,7 +14,7 @@
    does) against a scripted server that answers each call after ``--delay`` seconds, versus the
    same 3 calls one after the other.
 
-Starts its own Elasticsearch 8.19 node (hopsearch.cli.esnode, integ-test-zip from the cache) on a free
+Starts its own Elasticsearch 8.19 node (hopsearch.cli.local.esnode, integ-test-zip from the cache) on a free
 port in a temporary folder (or uses the one at ``--es-url``), indexes passages from the shared
 2WikiMultihopQA sample (their context paragraphs; synthetic passages when the sample is absent), and
 stops the node at the end.
@@ -45,12 +45,13 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
 
-from hopsearch.cli import esnode  # noqa: E402
+from hopsearch.cli.local import esnode  # noqa: E402
+from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.llm import LLMClient  # noqa: E402
+from hopsearch.service.requests import AskRequest  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
 from hopsearch.service.settings import load_settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
-from hopsearch.service.strategies import AskOptions  # noqa: E402
 from hopsearch.service.strategies.base import RunContext  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
     RETRIEVE_K,
@@ -141,7 +142,7 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         searches = [
             EntitySearch(t.casefold(), t, (t, f"{t} director", f"{t} born")) for t in titles
         ]  # 3 entities x 3 keywords
-        retriever = EsRetriever(store)
+        retriever = EsRetriever(store).bind(Scope(store.settings.passages_alias, ADMIN))
         sequential = Sequential(retriever)
         batched = await gather_candidates(retriever, searches)
         one_by_one = await gather_candidates(sequential, searches)
@@ -281,13 +282,13 @@ async def bench_summaries(delay: float, runs: int) -> None:
             llm_base_url=[server.base_url], llm_model="scripted", llm_engine="vllm", llm_timeout=30.0
         )
         async with LLMClient(settings) as llm:
-            options = AskOptions()
+            request = AskRequest("q", Scope("passages", ADMIN), strategy="dualrag")
             hit = Hit("p1", 1.0, "Title", "Some passage text.")
             jobs = [(EntitySearch(f"e{n}", f"Entity {n}", (f"Entity {n}",)), [hit]) for n in range(3)]
 
             def context() -> RunContext:
                 recorder = TraceRecorder("q", "dualrag", llm.model, {})
-                return RunContext(llm, NoRetrieval(), recorder, options, time.monotonic() + 600)
+                return RunContext(llm, NoRetrieval(), recorder, request, time.monotonic() + 600)
 
             async def concurrent() -> None:
                 await summarize(context(), "q", "", [], jobs)

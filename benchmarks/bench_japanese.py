@@ -37,6 +37,7 @@ from hopsearch.loaders.docs import DocsSource, load_docs  # noqa: E402
 from hopsearch.loaders.extract import extract  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.pipeline import _with_language  # noqa: E402
+from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder  # noqa: E402
 from hopsearch.service.japanese import ja_query  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
@@ -85,7 +86,9 @@ async def bm25_recall(store: Store, qs: list[JaQuestion], *, tokens: bool) -> di
 
 async def mode_recall(store: Store, embedder: Embedder, qs: list[JaQuestion], mode: RetrievalMode) -> dict[int, float]:
     retriever = EsRetriever(store, embedder)
-    results = await retriever.search_many([RetrievalQuery(q.question, k=10, mode=mode) for q in qs])
+    results = await retriever.search_many(
+        Scope(store.settings.passages_alias, ADMIN), [RetrievalQuery(q.question, k=10, mode=mode) for q in qs]
+    )
     scores = {5: 0.0, 10: 0.0}
     for q, result in zip(qs, results, strict=True):
         for k in scores:

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import orjson
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 

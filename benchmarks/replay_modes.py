@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from hopsearch.loaders.questions import read_questions
+from hopsearch.service.access import ADMIN, Scope
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank
@@ -65,12 +66,14 @@ async def replay_step(runtime: Runtime, step: dict[str, Any], mode: RetrievalMod
     entities = (step.get("details") or {}).get("entities")
     if entities:  # a DualRAG step: each entity's keywords fused, reranked by the entity name
         searches = [EntitySearch(name, name, tuple(words)) for name, words in entities.items()]
-        candidates = await gather_candidates(runtime.retriever, searches, mode=mode)
+        retriever = runtime.retriever.bind(Scope(runtime.settings.passages_alias, ADMIN))
+        candidates = await gather_candidates(retriever, searches, mode=mode)
         ranked = await rerank(runtime.embedder, searches, candidates)
         return {key(hit.title) for hits in ranked.values() for hit in hits}
     queries = step["queries"]
     k = len(step.get("hit_ids") or ()) // len(queries) or 3  # the step's k; 3 (the default) where it found nothing
-    results = await runtime.retriever.search_many([RetrievalQuery(q, k=k, mode=mode) for q in queries])
+    scope = Scope(runtime.settings.passages_alias, ADMIN)
+    results = await runtime.retriever.search_many(scope, [RetrievalQuery(q, k=k, mode=mode) for q in queries])
     return {key(hit.title) for result in results for hit in result.hits}
 
 

@@ -12,19 +12,22 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from hopsearch.cli.esnode import find_java
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.render import print_answer
+from hopsearch.service import trace_reads, usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.rerank import make_reranker
-from hopsearch.service.retrieval import EsRetriever, without_vectors_note
-from hopsearch.service.settings import load_settings
+from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
+from hopsearch.service.retrieval import without_vectors_note
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.settings import load_settings, shown_url
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
-from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery
+from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
 
 def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
@@ -65,8 +68,8 @@ def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
 
 @click.command("search")
 @click.argument("query")
-@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True)
-@click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default=SEARCH_MODE, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 100), default=SEARCH_K, show_default=True)
 @click.option("--index", default=None, help="Passages index or alias (default: <prefix>-passages).")
 @click.option("--fusion", type=click.Choice(["rrf", "bool", "es_rrf"]), default="rrf", show_default=True)
 @click.option("--weights", type=(float, float), default=(1.0, 1.0), help="Hybrid: weights of bm25 and dense.")
@@ -88,25 +91,13 @@ def search(
     """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
     clauses = filter_clauses(sources, filters)
 
-    async def go() -> Any:
-        settings = load_settings()
-        async with await Store.connect(settings) as store:
-            embedder = make_embedder(settings) if mode != "bm25" else None
-            reranker = make_reranker(settings) if rerank else None
-            retriever = EsRetriever(store, embedder, index=index, reranker=reranker, filters=clauses)
-            request = RetrievalQuery(
-                query,
-                k=k,
-                mode=cast(RetrievalMode, mode),
-                fusion=cast(Fusion, fusion),
-                weights=weights,
-                rerank=rerank,
+    async def go() -> SearchResult:
+        async with await Runtime.open(load_settings()) as runtime:
+            wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank)
+            request = usecases.search_request(
+                runtime, [wanted], caller=ADMIN, index=index, filters=clauses, fields=CLI_SEARCH
             )
-            try:
-                [result] = await retriever.search_many([request])
-            finally:
-                if reranker is not None:
-                    await reranker.aclose()
+            [result] = await usecases.search(runtime, request)
             return result
 
     try:
@@ -154,7 +145,7 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await store.get_document(settings.traces_index, trace_id)
+            return await trace_reads.trace(store, settings.traces_index, trace_id)
 
     try:
         doc = asyncio.run(go())
@@ -176,9 +167,9 @@ def list_traces(size: int) -> None:
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            body = {"size": size, "sort": [{"started_at": "desc"}], "_source": ["question", "strategy", "status"]}
-            found = await store.search(settings.traces_index, body)
-            return [dict(hit["_source"], _id=hit["_id"]) for hit in found["hits"]["hits"]]
+            return await trace_reads.recent_traces(
+                store, settings.traces_index, size, ("question", "strategy", "status")
+            )
 
     try:
         rows = asyncio.run(go())
@@ -188,16 +179,41 @@ def list_traces(size: int) -> None:
         click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
 
 
+def vectors_check(index: str, meta: dict[str, Any] | None, embedder_id: str | None) -> tuple[str, str]:
+    """The passages index's vectors against the configured embedder: ``ok``, ``!!`` (vectors of another
+    embedder: dense and hybrid search refuse them, loads too) or ``??`` (nothing to compare)."""
+    if meta is None:
+        return "ok", f"no index [{index}] yet"
+    stored = meta.get("embedder")
+    if stored is None:
+        if embedder_id is None:
+            return "ok", f"[{index}] holds no vectors (BM25 only) and no embedder is configured"
+        return "??", (
+            f"[{index}] holds no vectors (BM25 only): the configured embedder {embedder_id!r} is not used "
+            "(HOPSEARCH_EMBEDDER=none says so)"
+        )
+    if embedder_id is None:
+        return "??", f"[{index}] holds vectors of {stored!r}, no embedder is configured: BM25 only"
+    if stored != embedder_id:
+        return "!!", (
+            f"[{index}] holds vectors of {stored!r}, the configured embedder is {embedder_id!r}: dense and hybrid "
+            "search refuse them (set HOPSEARCH_EMBEDDER to the index's embedder)"
+        )
+    return "ok", f"[{index}] holds vectors of {stored!r}, the configured embedder"
+
+
 @click.command("doctor")
 def doctor() -> None:
-    """Check Java, Elasticsearch, the embedder and the LLM server; exit 1 if something is missing."""
+    """Check Java, Elasticsearch, the embedder (against the index's vectors) and the LLM server; exit 1
+    if something is missing or does not match."""
     settings = load_settings()
     problems = 0
 
-    def report(ok: bool, what: str, detail: str) -> None:
+    def report(ok: bool | str, what: str, detail: str) -> None:
         nonlocal problems
-        problems += 0 if ok else 1
-        click.echo(f"[{'ok' if ok else '!!'}] {what}: {detail}")
+        mark = ("ok" if ok else "!!") if isinstance(ok, bool) else ok
+        problems += mark == "!!"
+        click.echo(f"[{mark}] {what}: {detail}")
 
     try:
         report(True, "java", str(find_java(settings.java_home, settings.es_version)))
@@ -205,18 +221,30 @@ def doctor() -> None:
         report(False, "java", str(exc))
     report(bool(shutil.which("unshare") or shutil.which("setpriv")), "unprivileged start", "unshare/setpriv")
 
-    async def es() -> str:
+    async def es() -> tuple[str, dict[str, Any] | None]:
         async with await Store.connect(settings) as store:
             caps = store.info.to_dict()["capabilities"]
-            return f"{store.info.number} at {', '.join(settings.es_url)} (vectors: {caps['vector_mode']})"
+            try:
+                meta: dict[str, Any] | None = await store.index_meta()
+            except IndexMissing:
+                meta = None
+            where = ", ".join(shown_url(url) for url in settings.es_url)
+            return f"{store.info.number} at {where} (vectors: {caps['vector_mode']})", meta
 
+    reached = False
+    meta: dict[str, Any] | None = None
     try:
-        report(True, "elasticsearch", asyncio.run(es()))
+        detail, meta = asyncio.run(es())
+        report(True, "elasticsearch", detail)
+        reached = True
     except HopsearchError as exc:
         report(False, "elasticsearch", str(exc))
     try:
         embedder = make_embedder(settings)
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
+        if reached:
+            mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
+            report(mark, "index vectors", detail)
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 

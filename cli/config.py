@@ -8,7 +8,7 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.settings import MASK, Settings, load_settings, shown_url
 
 
 def reference_markdown() -> str:
@@ -25,11 +25,12 @@ def reference_markdown() -> str:
 
 
 def _shown(value: Any) -> Any:
+    """A setting's value as printed: secrets and the passwords inside URLs masked."""
     if isinstance(value, SecretStr):
-        return "**********"
+        return MASK
     if isinstance(value, list):
         return [_shown(v) for v in value]
-    return value if isinstance(value, int | float | bool | type(None)) else str(value)
+    return value if isinstance(value, int | float | bool | type(None)) else shown_url(str(value))
 
 
 @click.group("config")

@@ -17,15 +17,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from hopsearch.cli import esnode, llm_server
 from hopsearch.cli.es import node_spec
+from hopsearch.cli.local import esnode, llm_server
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
+from hopsearch.service import usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.requests import CLI_ASK
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings, load_settings
-from hopsearch.service.strategies import AskOptions
+from hopsearch.service.settings import Settings, load_settings, shown_url
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 DEMO_DEPTH = 4
@@ -52,14 +54,14 @@ def services_up(settings: Settings, console: Console) -> None:
         info = esnode.start(spec)
         console.print(f"{info['status']} ({time.monotonic() - started:.1f} s)")
     else:
-        console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(settings.es_url)}")
+        console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(map(shown_url, settings.es_url))}")
     if _local_llm(settings):
         started = time.monotonic()
         console.print(f"[bold]2/4[/] llama.cpp server on port {settings.llm_port} ...", end=" ")
         server = llm_server.start(settings)
         console.print(f"{server.model} ({time.monotonic() - started:.1f} s)")
     else:
-        console.print(f"[bold]2/4[/] LLM: using {', '.join(settings.llm_base_url)}")
+        console.print(f"[bold]2/4[/] LLM: using {', '.join(map(shown_url, settings.llm_base_url))}")
 
 
 async def ask_sample(settings: Settings, question_id: str, strategy: str, console: Console) -> dict[str, object]:
@@ -75,8 +77,16 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
         )
         console.print(f"[bold]4/4[/] asking with {strategy}: [italic]{chosen.question}[/]")
         # A base model this small needs a worked example of DeepRAG's format; a short depth keeps it quick.
-        options = AskOptions(demonstrations=DEMONSTRATIONS, max_depth=DEMO_DEPTH)
-        answer = await runtime.strategy(strategy).answer(chosen.question, options)
+        request = await usecases.ask_request(
+            runtime,
+            chosen.question,
+            caller=ADMIN,
+            strategy=strategy,
+            demonstrations=DEMONSTRATIONS,
+            max_depth=DEMO_DEPTH,
+            fields=CLI_ASK,
+        )
+        answer = await usecases.ask(runtime, request)
         document = answer.trace.to_document()
     print_answer(console, document)
     console.print(f"gold answer (2WikiMultihopQA): {', '.join(chosen.answers)}")

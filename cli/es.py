@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import click
 
-from hopsearch.cli import escluster, esnode
+from hopsearch.cli.local import escluster, esnode
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import Settings, load_settings
 

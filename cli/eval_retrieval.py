@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,14 @@ from rich.table import Table
 
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
+from hopsearch.service import usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
+from hopsearch.service.requests import CLI_SEARCH, Query
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.types import SearchResult
 
 
 def default_modes(settings: Settings) -> list[str]:
@@ -85,9 +90,14 @@ async def _run(
             click.echo(
                 f"corpus: indexed {loaded.indexed - present} context passages ({present} already present)", err=True
             )
-        await runtime.store.require_passages(runtime.retriever.index)
+        await runtime.store.require_passages(settings.passages_alias)
+
+        async def search(queries: Sequence[Query]) -> list[SearchResult]:
+            request = usecases.search_request(runtime, queries, caller=ADMIN, fields=CLI_SEARCH)
+            return await usecases.search(runtime, request)
+
         for spec in modes:
-            report[spec] = await evaluate_mode(runtime.retriever, items, spec, k)
+            report[spec] = await evaluate_mode(search, items, spec, k)
         for rows_path in rows:
             name, traces = await _traces(runtime, rows_path)
             report[name] = trace_recall(items, traces)

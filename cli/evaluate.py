@@ -23,13 +23,17 @@ from rich.table import Table
 
 from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.cli.filters import filter_clauses, filter_options
+from hopsearch.cli.options import ask_options
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
+from hopsearch.service import usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
-from hopsearch.service.runtime import STRATEGIES, Runtime
+from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
+from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import load_settings
-from hopsearch.service.strategies import AskOptions, depth_for
+from hopsearch.service.strategies import Answer, depth_for
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.types import RetrievalMode
 
@@ -73,7 +77,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
             f"--corpus-from-context loads into the passages alias [{settings.passages_alias}], not "
             f"[{job.index}]: use --prefix to choose where"
         )
-    async with await Runtime.open(settings, passages=job.index, filters=job.filters) as runtime:
+    async with await Runtime.open(settings) as runtime:
         if job.corpus_from_context:
             report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
             present = int(report.extra["already_indexed"])
@@ -81,15 +85,25 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
                 f"corpus: indexed {report.indexed - present} context passages ({present} already present; "
                 f"{report.rejected} rejected → {report.dead_letter})"
             )
-        await runtime.store.require_passages(runtime.retriever.index)
-        await runtime.store.ensure_side_indices()
         dataset = records[0].dataset if records else ""
-        options = AskOptions(
-            mode=job.mode,  # type: ignore[arg-type]
-            max_depth=depth_for(dataset),
-            demonstrations=DEMONSTRATIONS if job.few_shot else "",
-            retrieval_mode=cast(RetrievalMode, job.retrieval_mode or await runtime.retrieval_mode(strategy)),
-        )
+
+        async def ask(question: str) -> Answer:
+            request = await usecases.ask_request(
+                runtime,
+                question,
+                caller=ADMIN,
+                strategy=strategy,
+                index=job.index,
+                filters=job.filters,
+                mode=cast(RetrievalPolicy, job.mode),
+                max_depth=depth_for(dataset),
+                demonstrations=DEMONSTRATIONS if job.few_shot else "",
+                retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
+                fields=CLI_ASK,
+            )
+            return await usecases.ask(runtime, request)
+
+        await runtime.store.require_passages(job.index or settings.passages_alias)
         items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
         out.parent.mkdir(parents=True, exist_ok=True)
         columns = (
@@ -107,9 +121,7 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
                 sink.flush()
                 progress.advance(task)
 
-            rows = await run_eval(
-                runtime.strategy(strategy), items, options, concurrency=job.concurrency, on_row=on_row
-            )
+            rows = await run_eval(ask, items, concurrency=job.concurrency, on_row=on_row)
     return summarize(rows)
 
 
@@ -130,23 +142,13 @@ def evaluate() -> None:
 
 @evaluate.command("answers")
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="deeprag", show_default=True)
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--index", default=None, help="Passages index or alias to answer from (default: <prefix>-passages).")
-@click.option("--prefix", default=None, help="Index prefix: passages alias, outlines and traces under it.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
-@click.option("--mode", type=click.Choice(["model", "always", "never"]), default="model", show_default=True)
 @click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
-@click.option(
-    "--retrieval-mode",
-    type=click.Choice(["bm25", "dense", "hybrid"]),
-    default=None,
-    help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
-    "for dualrag, where the index has vectors).",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@ask_options
 @filter_options
 def answers(
     questions: Path,

@@ -37,7 +37,8 @@ def filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def filter_clauses(sources: Sequence[str], filters: Sequence[str]) -> list[dict[str, Any]]:
-    """Elasticsearch filter clauses of the options (literal terms: never query syntax)."""
+    """The filters of the options (:mod:`hopsearch.service.filters`' JSON; literal terms, never query
+    syntax), checked here so that a bad one is a usage error naming the option."""
     clauses: list[dict[str, Any]] = []
     if sources:
         clauses.append({"terms": {"source": sorted(set(sources))}})
@@ -53,6 +54,7 @@ def filter_clauses(sources: Sequence[str], filters: Sequence[str]) -> list[dict[
             raise click.BadParameter(f"{item!r} is not FIELD=VALUE or a JSON filter", param_hint="--filter")
         clauses.append({"term": {field.strip(): value}})
     try:
-        return parse_filters(clauses, "filter")
+        parse_filters(clauses, "filter")
     except RequestInvalid as exc:
         raise click.BadParameter(str(exc), param_hint="--filter/--source") from exc
+    return clauses

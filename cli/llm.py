@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hopsearch.cli import llm_server
+from hopsearch.cli.local import llm_server
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import load_settings
 

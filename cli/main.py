@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from hopsearch.cli.admin import doctor, init, search, traces
@@ -17,9 +19,21 @@ from hopsearch.cli.llm import llm
 from hopsearch.cli.logs import configure
 from hopsearch.cli.outlines import outlines
 from hopsearch.cli.serve import serve
+from hopsearch.service.errors import ConfigError
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group; bad settings (or a missing local resource) end any command with their own
+    message and exit status 1, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="hopsearch")
 @click.option("-v", "--verbose", count=True, help="Log at INFO level; -vv at DEBUG (library retries too).")
 def main(verbose: int) -> None:

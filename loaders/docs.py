@@ -1,4 +1,5 @@
-"""Company documents: a directory tree of ``.md``, ``.txt``, ``.html``, ``.pdf`` and ``.docx`` files.
+"""Company documents: a directory tree of ``.md``, ``.txt``, ``.html``, ``.pdf``, ``.docx``, ``.xlsx`` and
+``.pptx`` files (:data:`~hopsearch.loaders.extract.EXTRACTORS`).
 
 Incremental by content: every chunk carries its file's ``content_sha`` (SHA-256 of the bytes) and the
 file's chunk count (``metadata.chunks``). Before a load the index is asked, with one composite
@@ -13,11 +14,12 @@ their chunks deleted.
 
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
-an unreadable directory — when its library fails on it (a corrupt PDF), when it yields no text (an
-empty file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). Such a file's
-earlier chunks, if any, are left in place. The files under a directory that cannot be listed are
-unknown, not gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI
-exits non-zero on it).
+an unreadable directory — when its library fails on it (a corrupt PDF), when a zip-based file is over
+the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it yields no text (an empty
+file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). Such a file's earlier
+chunks, if any, are left in place. The files under a directory that cannot be listed are unknown, not
+gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero
+on it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
+from hopsearch.loaders.ziplimits import ZipLimits
 from hopsearch.service.errors import InputError
 from hopsearch.service.lang import detect_lang
 from hopsearch.service.store import Store
@@ -87,8 +90,10 @@ class DocsSource:
         max_words: int = 200,
         embed: bool = False,
         only: Path | None = None,
+        zip_limits: ZipLimits | None = None,
     ) -> None:
         self.path = root
+        self.zip_limits = zip_limits or ZipLimits()
         self.state = state
         self.embed = embed
         self.only = only  # one file of ``root`` instead of the whole tree
@@ -183,7 +188,7 @@ class DocsSource:
             if len(known) == 1 and self._complete(sha, *known[0]):
                 batch.skipped += 1
                 return
-            title, blocks = extract(Path(path).suffix, data)
+            title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
             lang = detect_lang(" ".join(b.text for b in blocks))
             chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
             if not chunks:
@@ -316,7 +321,8 @@ async def load_docs(
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
     embedder_id = embedder.model_id if embedder is not None else None
     state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
-    source = DocsSource(root, state, embed=embedder is not None, only=only)
+    limits = ZipLimits.from_settings(store.settings)
+    source = DocsSource(root, state, embed=embedder is not None, only=only, zip_limits=limits)
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     clauses: list[dict[str, Any]] = []
     for path, count in source.changed.items():

@@ -1,9 +1,12 @@
 """Text and structure out of company documents, with maintained libraries.
 
 ``.md`` markdown-it-py · ``.txt`` blank-line paragraphs · ``.html``/``.htm`` selectolax (Lexbor) ·
-``.pdf`` pypdf · ``.docx`` python-docx. Every extractor returns the document title (``None`` when the
-file has none) and a list of :class:`Block` in reading order: headings (with their level) and
-paragraphs. A file that a library cannot read raises :class:`InputError` with the library's reason.
+``.pdf`` pypdf · ``.docx`` python-docx · ``.xlsx`` openpyxl · ``.pptx`` python-pptx (the last two in
+:mod:`hopsearch.loaders.office`). Every extractor returns the document title (``None`` when the file has
+none) and a list of :class:`Block` in reading order: headings (with their level) and paragraphs. A file
+that a library cannot read raises :class:`InputError` with the library's reason. The zip-based formats
+(docx, xlsx, pptx) are held to :class:`ZipLimits` before their library opens them
+(:mod:`hopsearch.loaders.ziplimits`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
 from hopsearch.service.lang import is_cjk
 
@@ -53,7 +57,7 @@ def _join(parts: list[str], *, lines: bool) -> str:
     return out
 
 
-def _collapse(text: str) -> str:
+def collapse(text: str) -> str:
     """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
     lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
     return _join([line for line in lines if line], lines=True)
@@ -62,7 +66,7 @@ def _collapse(text: str) -> str:
 def _paragraphs(text: str) -> list[Block]:
     out = []
     for part in _BLANK.split(text):
-        clean = _collapse(part)
+        clean = collapse(part)
         if clean:
             out.append(Block(clean))
     return out
@@ -91,7 +95,7 @@ def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
         elif token.type == "heading_close":
             level = 0
         elif token.type == "inline" and token.content.strip():
-            blocks.append(Block(_collapse(token.content), level))
+            blocks.append(Block(collapse(token.content), level))
         elif token.type in ("fence", "code_block") and token.content.strip():
             blocks.append(Block(token.content.strip()))
     title = next((b.text for b in blocks if b.level == 1), None)
@@ -142,7 +146,7 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
     for node in tree.css(_HTML_BLOCKS):
         if len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
             continue  # its inner blocks come on their own
-        text = _collapse(node.text(separator=" "))
+        text = collapse(node.text(separator=" "))
         if text and not _NAV_LINE.match(text):
             tag = node.tag or ""
             blocks.append(Block(text, int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0))
@@ -180,7 +184,7 @@ def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
         raise InputError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
     blocks: list[Block] = []
     for para in document.paragraphs:
-        text = _collapse(para.text)
+        text = collapse(para.text)
         if not text:
             continue
         style = (para.style.name if para.style is not None else "") or ""
@@ -189,11 +193,23 @@ def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
         blocks.append(Block(text, level))
     for table in document.tables:
         for row in table.rows:
-            cells = " | ".join(_collapse(c.text) for c in row.cells)
+            cells = " | ".join(collapse(c.text) for c in row.cells)
             if cells.strip(" |"):
                 blocks.append(Block(cells))
     title = document.core_properties.title or next((b.text for b in blocks if b.level == 1), None)
     return title, blocks
+
+
+def extract_xlsx(data: bytes, *, source: str = "") -> tuple[str | None, list[Block]]:
+    from hopsearch.loaders.office import read_xlsx  # office.py imports Block from here: imported when used
+
+    return read_xlsx(data, source=source)
+
+
+def extract_pptx(data: bytes) -> tuple[str | None, list[Block]]:
+    from hopsearch.loaders.office import read_pptx
+
+    return read_pptx(data)
 
 
 EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
@@ -204,13 +220,24 @@ EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
     ".htm": extract_html,
     ".pdf": extract_pdf,
     ".docx": extract_docx,
+    ".xlsx": extract_xlsx,
+    ".pptx": extract_pptx,
 }
 
 
-def extract(suffix: str, data: bytes) -> tuple[str | None, list[Block]]:
-    """Title and blocks of a file's bytes, by its suffix (see :data:`EXTRACTORS`)."""
+def extract(
+    suffix: str, data: bytes, *, source: str = "", limits: ZipLimits | None = None
+) -> tuple[str | None, list[Block]]:
+    """Title and blocks of a file's bytes, by its suffix (see :data:`EXTRACTORS`). A zip-based file is
+    first checked against ``limits`` (default: the settings' defaults); ``source`` names the file in log
+    lines."""
+    suffix = suffix.lower()
+    if suffix in ZIP_FORMATS:
+        check_zip(data, limits or ZipLimits(), suffix.lstrip(".").upper())
     try:
-        return EXTRACTORS[suffix.lower()](data)
+        if suffix == ".xlsx":  # the one extractor that logs (the hidden sheets it skips), so it names the file
+            return extract_xlsx(data, source=source)
+        return EXTRACTORS[suffix](data)
     except InputError:
         raise
     except Exception as exc:  # a library's own failure on a malformed file, whatever its type

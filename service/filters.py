@@ -16,9 +16,7 @@ offending part (``body.filters.0.range.indexed_at.gte``), as data and in the mes
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,25 +33,6 @@ MAX_CLAUSES = 64
 MAX_TERMS = 1024
 MAX_TEXT = 512
 KINDS = ("term", "terms", "range", "exists", "and", "or", "not")
-
-
-#: Filters of the request being served (``_ask``): every retrieval inside it applies them.
-_SCOPED: ContextVar[tuple[dict[str, Any], ...]] = ContextVar("hopsearch_filters", default=())
-
-
-@contextmanager
-def scoped(filters: Sequence[Mapping[str, Any]]) -> Iterator[None]:
-    """Apply validated ``filters`` to every retrieval made inside (a strategy's whole run)."""
-    token = _SCOPED.set(tuple(dict(f) for f in filters))
-    try:
-        yield
-    finally:
-        _SCOPED.reset(token)
-
-
-def in_scope() -> tuple[dict[str, Any], ...]:
-    """The filters :func:`scoped` set for this task, if any."""
-    return _SCOPED.get()
 
 
 def parse_filters(items: Any, where: str = "filters") -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@
   trial licence; a Basic cluster refuses it). Without per-leg weights.
 
 :func:`choose` decides from the server's capabilities and licence; what was asked but cannot run
-falls back to ``rrf`` with a note saying why (reported with every result).
+falls back to ``rrf`` with a note saying why (reported with every result). The request bodies of the
+server-side fusions are in :mod:`hopsearch.service.retrieval.bodies`.
 """
 
 from __future__ import annotations
@@ -126,33 +127,6 @@ def choose(
         kind = licence.type if licence else "unknown"
         return "rrf", f"the rrf retriever needs an enterprise or trial licence; this cluster's is {kind}"
     return "es_rrf", ""
-
-
-def bool_body(
-    match: Mapping[str, Any], dense: Mapping[str, Any], filters: list[dict[str, Any]], size: int
-) -> dict[str, Any]:
-    """``bool.should`` of the BM25 clause and the dense clause (a ``knn`` or ``script_score`` query)."""
-    query: dict[str, Any] = {"should": [dict(match), dict(dense)], "minimum_should_match": 1}
-    if filters:
-        query["filter"] = filters
-    return {"size": size, "track_total_hits": False, "query": {"bool": query}}
-
-
-def rrf_retriever_body(
-    match: Mapping[str, Any], knn: Mapping[str, Any], filters: list[dict[str, Any]], size: int
-) -> dict[str, Any]:
-    """Elasticsearch's ``rrf`` retriever over a standard (BM25) and a ``knn`` retriever."""
-    standard: dict[str, Any] = {"query": {"bool": {"must": [dict(match)], "filter": filters}}}
-    return {
-        "size": size,
-        "retriever": {
-            "rrf": {
-                "retrievers": [{"standard": standard}, {"knn": dict(knn)}],
-                "rank_constant": RRF_K,
-                "rank_window_size": max(size, 50),
-            }
-        },
-    }
 
 
 def refused(error: Mapping[str, Any]) -> bool:

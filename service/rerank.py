@@ -15,7 +15,7 @@ import httpx
 
 from hopsearch.service.errors import ConfigError, RerankError
 from hopsearch.service.fusion import with_score
-from hopsearch.service.settings import Settings
+from hopsearch.service.settings import Settings, shown_url
 from hopsearch.service.types import Hit
 
 
@@ -55,7 +55,9 @@ class HttpReranker:
             results = response.json()["results"]
             scored = [(int(r["index"]), float(r["relevance_score"])) for r in results]
         except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
-            raise RerankError(f"reranker at {self._client.base_url} failed: {type(exc).__name__}: {exc}") from exc
+            # httpx's messages quote the URL, user:password@ included.
+            message = f"reranker at {self._client.base_url} failed: {type(exc).__name__}: {exc}"
+            raise RerankError(shown_url(message)) from exc
         seen: set[int] = set()
         out: list[Hit] = []
         for index, score in sorted(scored, key=lambda pair: -pair[1]):

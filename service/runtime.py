@@ -1,5 +1,7 @@
-"""Wiring shared by every front end (CLI, HTTP, evaluation): one store, embedder, retriever, LLM
-client and trace sink per process, and the strategies built over them by name."""
+"""Wiring shared by every front end (CLI, HTTP, MCP, evaluation): one store, embedder, retriever, LLM
+client and trace sink per process, serving any passages index, and the strategies built over them by
+name. What a request asks travels in its request value (:mod:`hopsearch.service.requests`), never in
+the runtime."""
 
 from __future__ import annotations
 
@@ -8,16 +10,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import IndexMissing
 from hopsearch.service.llm import LLMClient
+from hopsearch.service.requests import AskOptions, Query
 from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.strategies import STRATEGIES, Answer, AskOptions, Strategy, build_strategy
+from hopsearch.service.strategies import STRATEGIES, Answer, Strategy, build_strategy
+from hopsearch.service.strategies.registry import preferred_mode
 from hopsearch.service.traces import ElasticsearchTraceSink
-from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery, SearchResult
+from hopsearch.service.types import Embedder, RetrievalMode, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +40,8 @@ class Runtime:
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
-    async def open(
-        cls,
-        settings: Settings,
-        *,
-        passages: str | None = None,
-        filters: Sequence[Mapping[str, Any]] = (),
-        refresh_traces: bool = False,
-    ) -> Runtime:
-        """Clients over ``settings``; ``passages`` is the index or alias retrieval reads (default: the
-        settings' passages alias); ``filters`` are added to every retrieval (``--source docs``)."""
+    async def open(cls, settings: Settings, *, refresh_traces: bool = False) -> Runtime:
+        """Clients over ``settings``; any passages index is read through them (each request names its own)."""
         store = await Store.connect(settings)
         try:
             embedder = make_embedder(settings)
@@ -57,7 +54,7 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, index=passages, filters=filters, reranker=make_reranker(settings)),
+            retriever=EsRetriever(store, embedder, reranker=make_reranker(settings)),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
         )
 
@@ -78,24 +75,25 @@ class Runtime:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def retrieval_mode(self, strategy: str | None = None) -> RetrievalMode:
-        """The retrieval mode where a request sets none: the ``retrieval_mode`` setting where it is set,
-        else the ``strategy``'s own preference (``preferred_retrieval_mode``: DualRAG's keywords retrieve
-        best with BM25), else the setting's default — each where the passages index holds this
+    async def retrieval_mode(self, strategy: str | None = None, index: str | None = None) -> RetrievalMode:
+        """The retrieval mode where a request sets none, over ``index`` (default: the passages alias): the
+        ``retrieval_mode`` setting where it is set, else the ``strategy``'s own preference (DualRAG's
+        keywords retrieve best with BM25), else the setting's default — each where the index holds this
         embedder's vectors, else ``bm25``."""
         mode = self.settings.retrieval_mode
         if strategy is not None and "retrieval_mode" not in self.settings.model_fields_set:
-            mode = getattr(self.strategy(strategy), "preferred_retrieval_mode", None) or mode
+            mode = preferred_mode(strategy) or mode
         if mode == "bm25" or self.embedder is None:
             return "bm25"
         try:
-            meta = await self.store.index_meta(self.retriever.index)
+            meta = await self.store.index_meta(index or self.settings.passages_alias)
         except IndexMissing:
             return "bm25"
         return mode if meta.get("embedder") == self.embedder.model_id else "bm25"
 
     def strategy(self, name: str) -> Strategy:
-        """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime."""
+        """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime; it serves any
+        index (each question's request names its scope)."""
         if name not in self._strategies:
             self._strategies[name] = build_strategy(
                 name,
@@ -108,10 +106,24 @@ class Runtime:
             )
         return self._strategies[name]
 
-    async def ask(self, question: str, *, strategy: str = "deeprag", options: AskOptions | None = None) -> Answer:
-        """Answer ``question`` with the strategy called ``strategy``; a failure is ``Answer.error`` (see
-        :meth:`Answer.raise_for_error`), and the trace is written either way."""
-        return await self.strategy(strategy).answer(question, options or AskOptions())
+    async def ask(
+        self,
+        question: str,
+        *,
+        strategy: str = "deeprag",
+        options: AskOptions | None = None,
+        index: str | None = None,
+        filters: Sequence[Mapping[str, Any]] = (),
+    ) -> Answer:
+        """Answer ``question`` as an admin with the strategy called ``strategy`` (the Python entry point;
+        front ends build their requests with :func:`hopsearch.service.usecases.ask_request`). A failure is
+        ``Answer.error`` (see :meth:`Answer.raise_for_error`), and the trace is written either way."""
+        from hopsearch.service import usecases  # usecases builds on this module
+
+        request = await usecases.ask_request(
+            self, question, strategy=strategy, index=index, caller=ADMIN, filters=filters, options=options
+        )
+        return await usecases.ask(self, request)
 
     async def search(
         self,
@@ -120,11 +132,16 @@ class Runtime:
         k: int = 10,
         mode: RetrievalMode = "bm25",
         filters: Sequence[Mapping[str, Any]] = (),
+        index: str | None = None,
     ) -> SearchResult:
-        """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are literal
-        Elasticsearch filter clauses)."""
-        results = await self.retriever.search_many([RetrievalQuery(query, k=k, mode=mode, filters=filters)])
-        return results[0]
+        """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
+        :mod:`hopsearch.service.filters`), as an admin."""
+        from hopsearch.service import usecases
+
+        request = usecases.search_request(
+            self, [Query(query, k=k, mode=mode)], index=index, caller=ADMIN, filters=filters
+        )
+        return (await usecases.search(self, request))[0]
 
 
 __all__ = ["STRATEGIES", "Runtime"]

@@ -2,56 +2,93 @@
 
 Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment variables, the TOML
 file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
-comma-separated string in the environment.
+comma-separated string in the environment. :func:`load_settings` warns of ``HOPSEARCH_*`` names and
+file keys that are no setting (naming the closest) and turns a refused value into one line
+(:mod:`~hopsearch.service.setting_names`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
+from hopsearch.service.errors import ConfigError
+from hopsearch.service.setting_names import bad_values, unknown_keys, unknown_variables
+
+log = logging.getLogger(__name__)
+
 UrlList = Annotated[list[str], NoDecode]
-#: The read and search APIs of Elasticsearch: the default of ``proxy_allow``.
+#: The default of ``proxy_allow``: reads and searches on indices, nothing cluster- or node-wide (no
+#: ``_flush``/``_refresh``, ``_cluster``, ``_nodes``, ``_tasks``, ``_cat``, no index settings): what the
+#: official clients' search, count, get, mget, scroll, point-in-time, mapping and exists calls send.
+#: ``{index}`` is one segment of index names, never an endpoint (``/_nodes/_search`` does not match).
 PROXY_ALLOW_READ = (
-    "GET /**",
-    "HEAD /**",
-    "POST /_search",
-    "POST /*/_search",
-    "POST /_msearch",
-    "POST /*/_msearch",
-    "POST /_count",
-    "POST /*/_count",
-    "POST /_mget",
-    "POST /*/_mget",
-    "POST /*/_explain/*",
-    "POST /_field_caps",
-    "POST /*/_field_caps",
-    "POST /*/_validate/query",
-    "POST /*/_terms_enum",
+    "GET|POST /_search",
+    "GET|POST /{index}/_search",
+    "GET|POST /_msearch",
+    "GET|POST /{index}/_msearch",
+    "GET|POST /_search/template",
+    "GET|POST /{index}/_search/template",
+    "GET|POST /_msearch/template",
+    "GET|POST /{index}/_msearch/template",
+    "GET|POST /_count",
+    "GET|POST /{index}/_count",
+    "GET|POST /{index}/_knn_search",
+    "GET|POST /{index}/_explain/*",
+    "GET|POST /_validate/query",
+    "GET|POST /{index}/_validate/query",
+    "GET|POST /{index}/_terms_enum",
+    "GET|POST /_field_caps",
+    "GET|POST /{index}/_field_caps",
+    "GET|HEAD /{index}/_doc/*",
+    "GET|HEAD /{index}/_source/*",
+    "GET|POST /_mget",
+    "GET|POST /{index}/_mget",
+    "GET /{index}/_mapping",
+    "GET /{index}/_mapping/field/*",
     "POST /_search/scroll",
     "DELETE /_search/scroll",
-    "POST /_search/template",
-    "POST /*/_search/template",
-    "POST /_msearch/template",
-    "POST /*/_msearch/template",
-    "POST /*/_pit",
+    "POST /{index}/_pit",
     "DELETE /_pit",
+    "HEAD /{index}",
 )
 
 #: Defaults shared with the strategies' constructors (the registry passes the settings' values in).
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTLINE_NAMESPACE = "default"
 DEFAULT_OUTLINE_MAX_AGE_S = 7 * 24 * 3600.0
+#: Limits on zip-based documents (.docx, .xlsx, .pptx), checked in the zip directory before anything is
+#: inflated. Far above real Office files (a 1,000-page report's document.xml is tens of MB; Office XML
+#: deflates 5-50:1) and far below a bomb (zeros deflate about 1,030:1: 2 MB become 2 GB).
+DEFAULT_ZIP_MAX_MEMBER_BYTES = 256 * 1024 * 1024
+DEFAULT_ZIP_MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+DEFAULT_ZIP_MAX_RATIO = 200.0
+DEFAULT_ZIP_MAX_MEMBERS = 20_000
+
+
+#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks).
+_USERINFO_PASSWORD = re.compile(r"(?<=://)([^/@\s:,]*):[^/\s,]*@")
+MASK = "**********"
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown or logged: the password of its ``user:password@`` masked
+    (``http://elastic:**********@host:9200``); any other text unchanged."""
+    return _USERINFO_PASSWORD.sub(rf"\1:{MASK}@", url)
 
 
 def _default_cache() -> Path:
@@ -206,8 +243,9 @@ class Settings(BaseSettings):
     proxy_allow: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(PROXY_ALLOW_READ),
         description="Requests the service passes on to Elasticsearch (with the caller's own credentials), as "
-        "`METHOD /path` patterns (`*` one path segment, `**` any), comma-separated; others are refused with 403. "
-        "Default: read and search APIs only.",
+        "`METHOD /path` patterns on the decoded path (`*` within one segment, `**` any rest, `{index}` one "
+        "segment of index names, `GET|POST` several methods), comma-separated; others are refused with 403. "
+        "Default: reads and searches on indices only (listed in the README).",
     )
 
     health_timeout: float = Field(
@@ -251,6 +289,29 @@ class Settings(BaseSettings):
     hyde_decompose: bool = Field(True, description="HyDE strategy: split the question into 1-3 sub-queries.")
     hyde_hypothetical: bool = Field(
         True, description="HyDE strategy: search with a hypothetical answer passage per sub-query."
+    )
+
+    # --- document loading (`index docs`) -------------------------------------------------------
+    zip_max_member_bytes: int = Field(
+        DEFAULT_ZIP_MAX_MEMBER_BYTES,
+        ge=1,
+        description="Largest uncompressed member of a .docx, .xlsx or .pptx file (zip directory, read before "
+        "anything is inflated); a file over it is dead-lettered, the others load.",
+    )
+    zip_max_total_bytes: int = Field(
+        DEFAULT_ZIP_MAX_TOTAL_BYTES,
+        ge=1,
+        description="Largest uncompressed size of all members of a .docx, .xlsx or .pptx file together "
+        "(the Office libraries hold every part in memory).",
+    )
+    zip_max_ratio: float = Field(
+        DEFAULT_ZIP_MAX_RATIO,
+        gt=1,
+        description="Largest compression ratio (uncompressed / compressed) of a member over 1 MiB of a .docx, "
+        ".xlsx or .pptx file.",
+    )
+    zip_max_members: int = Field(
+        DEFAULT_ZIP_MAX_MEMBERS, ge=1, description="Most members (parts) a .docx, .xlsx or .pptx file may hold."
     )
 
     # --- local services ------------------------------------------------------------------------
@@ -327,5 +388,43 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings (environment, optional TOML file) with explicit overrides on top."""
-    return Settings(**overrides)
+    """Read the settings (environment, optional TOML file) with explicit overrides on top. Names that
+    are no setting are logged as warnings; refused values are a :class:`ConfigError` of one line each."""
+    fields = frozenset(Settings.model_fields)
+    config_file = os.environ.get("HOPSEARCH_CONFIG")
+    in_file = _read_file(Path(config_file)) if config_file else {}
+    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(in_file, fields, str(config_file))):
+        log.warning("%s", warning)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        variables = {name.upper(): name for name in os.environ}
+
+        def where(field: str) -> tuple[str, str]:
+            variable = variables.get(f"HOPSEARCH_{field.upper()}")
+            if field not in overrides and variable is not None:
+                return variable, ""
+            return field, f" in {config_file}" if field not in overrides and field in in_file else ""
+
+        raise ConfigError(bad_values(exc.errors(), where, _shown_value)) from exc
+    except SettingsError as exc:
+        raise ConfigError(f"bad setting: {exc}") from exc
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """The settings file's keys and values (what the TOML source reads again), checked for a person."""
+    if not path.is_file():
+        log.warning("HOPSEARCH_CONFIG names %s, which is not a file: no settings read from it", path)
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} (HOPSEARCH_CONFIG): {exc}") from exc
+
+
+def _shown_value(field: str, value: Any) -> str:
+    info = Settings.model_fields.get(field)
+    if info is not None and "SecretStr" in str(info.annotation):
+        return MASK
+    text = shown_url(repr(value))
+    return text if len(text) <= 200 else text[:200] + "…"

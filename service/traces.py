@@ -13,7 +13,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -124,6 +123,8 @@ class Trace:
     citations: tuple[Citation, ...]
     options: Mapping[str, Any] = field(default_factory=dict)
     error: Mapping[str, Any] | None = None
+    #: What the question read: ``index`` and the outline ``namespace``.
+    scope: Mapping[str, Any] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -147,6 +148,7 @@ class Trace:
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat(),
             "options": dict(self.options),
+            "scope": dict(self.scope),
             "steps": [step.to_dict(index) for index, step in enumerate(self.steps)],
             "answer": self.answer,
             "citations": [asdict(citation) for citation in self.citations],
@@ -155,14 +157,10 @@ class Trace:
         }
 
 
-#: Called with each step as it is recorded (the HTTP service streams steps as Server-Sent Events).
-#: A context variable, so every concurrent run sees its own listener; strategies need not know it.
-STEP_LISTENER: ContextVar[Callable[[Step], None] | None] = ContextVar("hopsearch_step_listener", default=None)
-
-
 class TraceRecorder:
-    """Collects steps while a strategy runs (mutable by design: it is the run's state).
-    ``on_step`` (default: the :data:`STEP_LISTENER` of the current context) sees each step as added."""
+    """Collects steps while a strategy runs (mutable by design: it is the run's state). ``on_step`` (the
+    run's listener: the HTTP service streams steps as Server-Sent Events) sees each step as added;
+    ``scope`` is what the question read (index, namespace)."""
 
     def __init__(
         self,
@@ -171,8 +169,11 @@ class TraceRecorder:
         model: str,
         options: Mapping[str, Any],
         on_step: Callable[[Step], None] | None = None,
+        *,
+        scope: Mapping[str, Any] | None = None,
     ) -> None:
-        self.on_step = on_step if on_step is not None else STEP_LISTENER.get()
+        self.on_step = on_step
+        self.scope = dict(scope or {})
         self.trace_id = uuid.uuid4().hex
         self.question = question
         self.strategy = strategy
@@ -218,6 +219,7 @@ class TraceRecorder:
             citations=tuple(citations),
             options=self.options,
             error=failure,
+            scope=self.scope,
         )
 
 

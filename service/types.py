@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from hopsearch.service.access import Scope
+
 RetrievalMode = Literal["bm25", "dense", "hybrid"]
 #: How dense scores were actually computed: top-level kNN (8.x), exact script_score (full 7.17),
 #: client-side cosine over the BM25 candidates (servers without vectors), or not at all.
@@ -85,9 +87,17 @@ class SearchResult:
 
 
 class Retriever(Protocol):
-    """Anything that answers a batch of queries in one round trip (the store implements it)."""
+    """Anything that answers a batch of queries in one round trip, over one scope (a strategy's run reads
+    through one: :meth:`Searcher.bind`)."""
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]: ...
+
+
+class Searcher(Protocol):
+    """Retrieval over any index, bound to one request's scope for each run (the index, the request's
+    filters and the caller travel in the scope, never beside it)."""
+
+    def bind(self, scope: Scope) -> Retriever: ...
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from hopsearch.cli import escluster, esnode
+from hopsearch.cli.local import escluster, esnode
 from hopsearch.service.api import create_app
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store

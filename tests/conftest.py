@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import Settings

@@ -30,6 +30,8 @@ class CountingProxy:
         self.paths: Counter[tuple[str, str]] = Counter()
         #: (method, path, the Authorization header or None) of every request, in order.
         self.credentials: list[tuple[str, str, str | None]] = []
+        #: (method, path, body) of every request, in order (what reached the cluster, byte for byte).
+        self.bodies: list[tuple[str, str, bytes]] = []
         #: while true, every connection is dropped unanswered (Elasticsearch "down" behind the proxy)
         self.down = False
         self._runner: web.AppRunner | None = None
@@ -43,6 +45,7 @@ class CountingProxy:
     def reset(self) -> None:
         self.paths.clear()
         self.credentials.clear()
+        self.bodies.clear()
 
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._session is not None
@@ -54,6 +57,7 @@ class CountingProxy:
         self.credentials.append((request.method, request.path, request.headers.get("Authorization")))
         seen = self.paths[(request.method, request.path)]
         body = await request.read()
+        self.bodies.append((request.method, request.path, body))
         if self.refuse is not None and self.refuse(request, seen):
             error = b'{"error":{"type":"es_rejected_execution_exception","reason":"proxy refuses"},"status":429}'
             return web.Response(status=429, body=error, content_type="application/json")

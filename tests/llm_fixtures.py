@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from hopsearch.service.access import Scope
 from hopsearch.service.llm import StopFallback
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
@@ -87,6 +88,12 @@ class ListRetriever:
     def __init__(self, passages: Sequence[tuple[str, str, str]]) -> None:
         self.passages = [Hit(id=i, score=0.0, title=t, text=x) for i, t, x in passages]
         self.queries: list[str] = []
+        #: The scope of every run bound to this retriever (what the run's request named).
+        self.scopes: list[Scope] = []
+
+    def bind(self, scope: Scope) -> ListRetriever:
+        self.scopes.append(scope)
+        return self
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         started = time.monotonic()

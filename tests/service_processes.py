@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from hopsearch.cli import esnode, process
+from hopsearch.cli.local import esnode, process
 from tests.api_fixtures import API_KEY
 
 

@@ -14,6 +14,7 @@ from hopsearch.service.strategies.answer_compare import Comparison, comparison_p
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, ListRetriever, fallback_for, server_for, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptRequest
 
 
@@ -97,7 +98,7 @@ async def test_single_compares_the_two_sub_answers(flavour: str, countries: dict
     with server_for(flavour, country_script(countries)) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer(QUESTION, AskOptions(k=2))
+            answer = await single.answer(asking(QUESTION, AskOptions(k=2)))
     answer.raise_for_error()
     assert answer.text == expected  # the model, asked yes/no, would have said yes
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
@@ -120,7 +121,7 @@ async def test_no_sub_answer_falls_back_to_the_constrained_yes_no(unknown: str) 
     with server_for("llamacpp-stream", country_script(countries)) as server:
         async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback="stream")
-            answer = await single.answer(QUESTION, AskOptions(k=2))
+            answer = await single.answer(asking(QUESTION, AskOptions(k=2)))
     assert answer.text == "yes"
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
     assert step["details"]["constrained"] == "grammar"
@@ -133,7 +134,7 @@ async def test_the_shared_final_answer_compares_too() -> None:
     sink = MemoryTraceSink()
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await Iterative(llm, ListRetriever(PASSAGES), sink).answer(QUESTION, AskOptions(k=2))
+            answer = await Iterative(llm, ListRetriever(PASSAGES), sink).answer(asking(QUESTION, AskOptions(k=2)))
     answer.raise_for_error()
     final = sink.documents[answer.trace.trace_id]["steps"][-1]
     # Both sub-answers are "Lithuania": the same country.
@@ -168,7 +169,7 @@ async def test_the_model_chooses_the_type_where_the_rules_cannot(flavour: str) -
     with server_for(flavour, script) as server:
         async with LLMClient(settings_for(server, flavour, answer_type_model=True)) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer(question, AskOptions(k=2))
+            answer = await single.answer(asking(question, AskOptions(k=2)))
     answer.raise_for_error()
     assert answer.text == "December 18, 1946"  # the answer constrained to the date the model chose
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
@@ -184,7 +185,7 @@ async def test_without_the_setting_the_rules_alone_decide() -> None:
     with server_for("llamacpp-stream", type_then_answer("a date", " Steven Spielberg was born in 1946")) as server:
         async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback="stream")
-            answer = await single.answer(question, AskOptions(k=2))
+            answer = await single.answer(asking(question, AskOptions(k=2)))
     assert answer.text == "Steven Spielberg was born in 1946" and len(server.prompts) == 1
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
     assert step["answer_type"] == "text" and step["details"] is None

@@ -21,6 +21,7 @@ from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, fallback_for, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM, ScriptRequest, constrained, first_string, gbnf_to_regex
 
 #: flavour -> (ScriptedLLM keywords, settings overrides, the method recorded in the trace for a choice).
@@ -109,7 +110,7 @@ async def test_single_answer_is_constrained_to_the_type(flavour: str, question: 
     with flavour_server(flavour, lambda request: reply) as server:
         async with LLMClient(flavour_settings(server, flavour)) as llm:
             single = SingleRetrieval(llm, retriever, sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer(question, AskOptions(k=2))
+            answer = await single.answer(asking(question, AskOptions(k=2)))
     answer.raise_for_error()
     method = expected_method(flavour, question)
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
@@ -151,7 +152,7 @@ async def test_deeprag_final_answer_is_constrained(flavour: str) -> None:
     with flavour_server(flavour, model) as server:
         async with LLMClient(flavour_settings(server, flavour)) as llm:
             deeprag = DeepRAG(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
-            answer = await deeprag.answer(question, AskOptions())
+            answer = await deeprag.answer(asking(question, AskOptions()))
     answer.raise_for_error()
     steps = sink.documents[answer.trace.trace_id]["steps"]
     final = steps[-1]
@@ -171,7 +172,7 @@ async def test_iterative_final_answer_is_constrained(flavour: str) -> None:
     sink = MemoryTraceSink()
     with flavour_server(flavour, model) as server:
         async with LLMClient(flavour_settings(server, flavour)) as llm:
-            answer = await Iterative(llm, ListRetriever(PASSAGES), sink).answer(question, AskOptions(k=2))
+            answer = await Iterative(llm, ListRetriever(PASSAGES), sink).answer(asking(question, AskOptions(k=2)))
     answer.raise_for_error()
     final = sink.documents[answer.trace.trace_id]["steps"][-1]
     method = FLAVOURS[flavour][2]
@@ -267,7 +268,7 @@ async def test_a_choice_the_free_reply_names_is_not_constrained(flavour: str) ->
     with flavour_server(flavour, lambda request: " Star Wars came out first.") as server:
         async with LLMClient(flavour_settings(server, flavour)) as llm:
             single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer(question, AskOptions(k=2))
+            answer = await single.answer(asking(question, AskOptions(k=2)))
     answer.raise_for_error()
     step = sink.documents[answer.trace.trace_id]["steps"][-1]
     assert answer.text == "Star Wars" and step["details"]["constrained"] == "free" and step["llm_calls"] == 1
@@ -295,7 +296,7 @@ async def test_deeprag_offers_its_passages_dates_not_its_demonstrations() -> Non
     with flavour_server("vllm", model) as server:
         async with LLMClient(flavour_settings(server, "vllm")) as llm:
             deeprag = DeepRAG(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for("vllm"))
-            answer = await deeprag.answer(question, AskOptions(demonstrations=demonstrations))
+            answer = await deeprag.answer(asking(question, AskOptions(demonstrations=demonstrations)))
     answer.raise_for_error()
     offered = server.requests[-1]["structured_outputs"]["choice"]
     assert offered == ["December 18, 1946"] and answer.text == "December 18, 1946"

@@ -92,6 +92,13 @@ CLEANED = [
     ("Question: When did it happen", NO_ANSWER),
     ("...", NO_ANSWER),
     ("I do not know.", NO_ANSWER),  # the model says it does not know
+    ("(no)", NO_ANSWER),  # fillers in place of an answer
+    ("(none)", NO_ANSWER),
+    ("N/A", NO_ANSWER),
+    ("(unknown)", NO_ANSWER),
+    ("(None yet)", NO_ANSWER),
+    ("None of the above", "None of the above"),  # … but an answer that starts like one is kept
+    ("(1987)", "(1987)"),
     ("The context does not mention it", NO_ANSWER),
     ("分かりません。", NO_ANSWER),
     ("Unknown Pleasures", "Unknown Pleasures"),  # … but a title that starts like it is an answer

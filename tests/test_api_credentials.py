@@ -12,8 +12,9 @@ from pathlib import Path
 import elasticsearch
 import pytest
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import PROXY_ALLOW_READ
 from tests.api_fixtures import API_KEY
 from tests.conftest import ES_VERSIONS, unavailable
 from tests.test_api_clients import front, official_client, perform
@@ -52,7 +53,9 @@ def secured_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 async def test_the_callers_credentials_reach_the_cluster(secured_node: str) -> None:
-    overrides = {"es_api_key": None, "es_username": SERVICE[0], "es_password": SERVICE[1]}
+    # the default allow-list would refuse these two itself: passed on here, the cluster decides
+    allow = [*PROXY_ALLOW_READ, "GET /_security/_authenticate", "GET /_cluster/settings"]
+    overrides = {"es_api_key": None, "es_username": SERVICE[0], "es_password": SERVICE[1], "proxy_allow": allow}
     async with front(secured_node, **overrides) as (url, settings):
         alias = settings.passages_alias
         reader = official_client(8, url, basic=READER, headers={"X-Hopsearch-Key": API_KEY})

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from hopsearch.service.api import create_app
-from hopsearch.service.api.fast_retrieve import FastRetrieve, _json_type
+from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve, _json_type
 from hopsearch.service.settings import Settings
 
 

@@ -57,7 +57,7 @@ async def test_retrieve_answers_in_an_elasticsearch_envelope(es_node: EsNode) ->
 
 
 async def test_retrieve_answers_alike_on_the_lean_path_and_through_the_route(es8_node: EsNode) -> None:
-    """A well-formed ``application/json`` request takes the lean path (``api/fast_retrieve.py``); the same
+    """A well-formed ``application/json`` request takes the lean path (``api/middleware/fast_retrieve.py``); the same
     body as another JSON type (``+json``, which only the FastAPI route reads) takes the route: one answer,
     one metrics label, the same API-key check."""
     body = {"query": "Lethal Weapon director", "k": 3, "filters": [{"range": {"chunk": {"gte": 0}}}]}

@@ -4,7 +4,12 @@ traces, es status, doctor."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import urllib.request
 import uuid
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -69,7 +74,7 @@ def test_es_status_reports_not_running(tmp_path: object) -> None:
 
 def test_es_up_status_down_as_this_user(tmp_path: object) -> None:
     """`hopsearch es up|status|down` on a node of its own (the suite runs as root in CI)."""
-    from hopsearch.cli.esnode import free_port
+    from hopsearch.cli.local.esnode import free_port
 
     env = {
         "HOPSEARCH_ES_PORT": str(free_port()),
@@ -89,3 +94,88 @@ def test_es_up_status_down_as_this_user(tmp_path: object) -> None:
     assert down.exit_code == 0 and "stopped Elasticsearch 7.17.29" in down.output
     after = runner.invoke(main, ["es", "status"], env=env)
     assert after.exit_code == 1
+
+
+def hopsearch(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command line as a person runs it: its own process, real stderr and exit status."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("HOPSEARCH_")}
+    command = [sys.executable, "-c", "from hopsearch.cli.main import main; main()", *args]
+    return subprocess.run(command, env={**clean, **env}, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_config_show_masks_passwords_inside_urls() -> None:
+    env = {
+        "HOPSEARCH_ES_URL": "http://elastic:es-pw-1@es1:9200,https://elastic:es-pw-2@es2:9200",
+        "HOPSEARCH_LLM_BASE_URL": "http://user:llm-pw-3@llm:8000/v1",
+        "HOPSEARCH_EMBED_BASE_URL": "http://user:embed-pw-4@embed:8000/v1",
+        "HOPSEARCH_RERANK_URL": "http://user:rerank-pw-5@rerank:8000",
+    }
+    result = CliRunner().invoke(main, ["config", "show"], env=env)
+    assert result.exit_code == 0, result.output
+    for secret in ("es-pw-1", "es-pw-2", "llm-pw-3", "embed-pw-4", "rerank-pw-5"):
+        assert secret not in result.output
+    shown = json.loads(result.output)
+    assert shown["es_url"] == ["http://elastic:**********@es1:9200", "https://elastic:**********@es2:9200"]
+    assert shown["llm_base_url"] == ["http://user:**********@llm:8000/v1"]
+    assert shown["embed_base_url"] == "http://user:**********@embed:8000/v1"
+    assert shown["rerank_url"] == "http://user:**********@rerank:8000"
+
+
+def test_doctor_masks_the_url_password_and_flags_another_embedders_vectors(es8_node: EsNode) -> None:
+    """The index made with MiniLM's vectors; doctor configured with e5 says they differ (search would)."""
+    prefix = f"doc{uuid.uuid4().hex[:8]}"
+    host = es8_node.url.split("://", 1)[1]
+    env = {
+        "HOPSEARCH_ES_URL": f"http://elastic:doctor-pw-7@{host}",  # an open node ignores the credentials
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "HOPSEARCH_HEALTH_TIMEOUT": "1",
+    }
+    runner = CliRunner()
+    try:
+        made = runner.invoke(main, ["init"], env={**env, "HOPSEARCH_EMBEDDER": "minilm"})
+        assert made.exit_code == 0, made.output
+        other = runner.invoke(main, ["doctor"], env={**env, "HOPSEARCH_EMBEDDER": "e5"})
+        same = runner.invoke(main, ["doctor"], env={**env, "HOPSEARCH_EMBEDDER": "minilm"})
+    finally:
+        urllib.request.urlopen(urllib.request.Request(f"{es8_node.url}/{prefix}-*", method="DELETE")).read()
+    assert "doctor-pw-7" not in other.output + same.output
+    assert f"at http://elastic:**********@{host}" in other.output
+    [flagged] = [line for line in other.output.splitlines() if "index vectors" in line]
+    assert flagged.startswith("[!!] index vectors:") and "all-MiniLM-L6-v2" in flagged and "e5" in flagged
+    assert other.exit_code == 1
+    [matched] = [line for line in same.output.splitlines() if "index vectors" in line]
+    assert matched.startswith("[ok] index vectors:")
+
+
+def test_misspelt_setting_names_warn_with_the_closest_name(tmp_path: Path) -> None:
+    config = tmp_path / "hopsearch.toml"
+    config.write_text('embeder = "e5"\nindex_prefix = "fromfile"\n', encoding="utf-8")
+    env = {"HOPSEARCH_EMBEDER": "e5", "HOPSEARCH_CONFIG": str(config), "HOPSEARCH_NOTHING_LIKE_IT": "1"}
+    result = hopsearch(["config", "show"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["index_prefix"] == "fromfile"  # the file is read; its typo warned
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 3, result.stderr
+    assert any("HOPSEARCH_EMBEDER is not a setting; did you mean HOPSEARCH_EMBEDDER?" in w for w in warnings)
+    assert any(f"{config}: key 'embeder' is not a setting; did you mean embedder?" in w for w in warnings)
+    assert any("HOPSEARCH_NOTHING_LIKE_IT is not a setting; `hopsearch config reference`" in w for w in warnings)
+
+
+def test_a_bad_setting_value_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    result = hopsearch(["config", "show"], {"HOPSEARCH_EMBEDDER": "e6"}, tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "Error: bad setting HOPSEARCH_EMBEDDER='e6': must be 'minilm', 'e5', 'openai' or 'none'"
+    ]
+    config = tmp_path / "hopsearch.toml"
+    config.write_text("api_max_k = 0\n", encoding="utf-8")
+    result = hopsearch(["doctor"], {"HOPSEARCH_CONFIG": str(config)}, tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: bad setting api_max_k=0 in {config}: must be greater than or equal to 1"
+    ]
+    config.write_text("api_max_k = [\n", encoding="utf-8")
+    result = hopsearch(["search", "x"], {"HOPSEARCH_CONFIG": str(config)}, tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"Error: {config} (HOPSEARCH_CONFIG): ")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli import escluster, esnode
+from hopsearch.cli.local import escluster, esnode
 from hopsearch.loaders.api import load_dpr
 from hopsearch.loaders.model import LoadOptions, LoadReport
 from hopsearch.service.errors import HopsearchError, StoreError

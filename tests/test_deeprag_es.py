@@ -11,6 +11,7 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval
 from hopsearch.service.traces import ElasticsearchTraceSink
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, fallback_for, server_for, settings_for
+from tests.scopes import asking
 
 FLAVOURS_ES = ["vllm", "llamacpp-followup"]
 MODEL = DeepRAGModel(
@@ -46,7 +47,7 @@ async def test_deeprag_context_comes_from_elasticsearch_and_the_trace_lands_ther
     with server_for(flavour, MODEL) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
-                QUESTION, AskOptions()
+                asking(QUESTION, AskOptions(), store=store)
             )
     answer.raise_for_error()
     assert answer.text == "2021"
@@ -78,7 +79,9 @@ async def test_a_failed_run_writes_its_trace_with_the_error(store: Store) -> Non
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", MODEL, hang=True) as server:
         async with LLMClient(settings_for(server, llm_timeout=0.3, llm_retries=1)) as llm:
-            answer = await DeepRAG(llm, retriever, sink).answer(QUESTION, AskOptions(budget=Budget(timeout_s=1.5)))
+            answer = await DeepRAG(llm, retriever, sink).answer(
+                asking(QUESTION, AskOptions(budget=Budget(timeout_s=1.5)), store=store)
+            )
     assert answer.error is not None
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
     assert doc is not None and doc["status"] == "error"
@@ -90,7 +93,9 @@ async def test_single_over_elasticsearch(store: Store) -> None:
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", lambda r: " Richard Donner\nmore") as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await SingleRetrieval(llm, retriever, sink).answer("Who directed Lethal Weapon?", AskOptions(k=2))
+            answer = await SingleRetrieval(llm, retriever, sink).answer(
+                asking("Who directed Lethal Weapon?", AskOptions(k=2), store=store)
+            )
     answer.raise_for_error()
     assert answer.text == "Richard Donner" and answer.citations[0].id == "p-lethal"
     assert "[1] Title: Lethal Weapon Text:" in server.prompts[0]

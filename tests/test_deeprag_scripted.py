@@ -24,6 +24,7 @@ from tests.llm_fixtures import (
     server_for,
     settings_for,
 )
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM, apply_limits
 
 JAWS = DeepRAGModel(
@@ -54,7 +55,9 @@ async def run(
     sink = MemoryTraceSink()
     with server_for(flavour, model, **faults) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(QUESTION, options)
+            answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
+                asking(QUESTION, options)
+            )
     return answer, retriever, server, sink
 
 
@@ -159,7 +162,7 @@ async def test_a_timeout_then_success_is_retried(flavour: str) -> None:
     with server_for(flavour, JAWS, delay_first=1, delay_s=2.0) as server:
         async with LLMClient(settings_for(server, flavour, llm_timeout=0.4)) as llm:
             strategy = DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour))
-            answer = await strategy.answer(QUESTION, AskOptions())
+            answer = await strategy.answer(asking(QUESTION, AskOptions()))
     answer.raise_for_error()
     first = sink.documents[answer.trace.trace_id]["steps"][0]
     assert first["attempts"][0]["status"] is None and "timeout" in first["attempts"][0]["error"]
@@ -174,7 +177,7 @@ async def test_a_server_that_never_answers_fails_cleanly_within_the_deadline(fla
         async with LLMClient(settings) as llm:
             started = time.monotonic()
             answer = await DeepRAG(llm, retriever, sink, stop_fallback=fallback_for(flavour)).answer(
-                QUESTION, AskOptions(budget=Budget(timeout_s=deadline))
+                asking(QUESTION, AskOptions(budget=Budget(timeout_s=deadline)))
             )
             elapsed = time.monotonic() - started
     assert elapsed < deadline + 1.0
@@ -197,7 +200,7 @@ async def test_single_retrieves_once_and_answers(flavour: str) -> None:
     with server_for(flavour, script) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             single = SingleRetrieval(llm, retriever, sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer("Who directed Jaws?", AskOptions(k=2))
+            answer = await single.answer(asking("Who directed Jaws?", AskOptions(k=2)))
     answer.raise_for_error()
     assert answer.text == "Steven Spielberg"
     assert retriever.queries == ["Who directed Jaws?"]
@@ -217,7 +220,7 @@ async def test_single_final_answer_is_typed_and_cleaned(flavour: str) -> None:
     with server_for(flavour, script) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             single = SingleRetrieval(llm, retriever, sink, stop_fallback=fallback_for(flavour))
-            answer = await single.answer("Which film came out first, Jaws or Alien?", AskOptions(k=2))
+            answer = await single.answer(asking("Which film came out first, Jaws or Alien?", AskOptions(k=2)))
     answer.raise_for_error()
     assert answer.text == "Jaws"
     step = sink.documents[answer.trace.trace_id]["steps"][-1]

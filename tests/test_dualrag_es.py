@@ -18,6 +18,7 @@ from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import server_for, settings_for
+from tests.scopes import asking
 from tests.test_deeprag_es import loaded
 
 SUMMARIES = {
@@ -42,12 +43,14 @@ def first_question() -> ChatModel:
     )
 
 
-async def ask(store: Store, model: ChatModel, question: str, **strategy: Any) -> tuple[Answer, dict[str, Any]]:
+async def ask(
+    store: Store, model: ChatModel, question: str, namespace: str = "default", **strategy: Any
+) -> tuple[Answer, dict[str, Any]]:
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
             dual = DualRAG(llm, EsRetriever(store), sink, outlines=EsOutlineStore(store), **strategy)
-            answer = await dual.answer(question, AskOptions())
+            answer = await dual.answer(asking(question, AskOptions(), store=store, namespace=namespace))
     answer.raise_for_error()
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
     assert doc is not None

@@ -12,6 +12,7 @@ import pytest
 from hopsearch.service.errors import LLMOutputError
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget
+from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.dualrag_prompts import EntityQuery, is_none, read_entities
@@ -19,6 +20,7 @@ from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM
 
 QUESTION = "When was the director of Jaws born?"
@@ -46,7 +48,7 @@ async def run(
     faults.setdefault("constrain", False)
     with server_for(flavour, model, **faults) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
-            answer = await DualRAG(llm, retriever, sink).answer(QUESTION, options or AskOptions())
+            answer = await DualRAG(llm, retriever, sink).answer(asking(QUESTION, options or AskOptions()))
     return answer, dict(sink.documents[answer.trace.trace_id]), retriever, server
 
 
@@ -282,7 +284,7 @@ async def test_a_one_slot_server_gets_one_request_at_a_time_and_nothing_is_retri
     with server_for("llamacpp-followup", model, slots=1, work_s=0.3, constrain=False) as server:
         settings = settings_for(server, "llamacpp-followup", llm_timeout=0.75)
         async with LLMClient(settings) as llm:
-            answer = await DualRAG(llm, CountingRetriever(), sink).answer(QUESTION, AskOptions())
+            answer = await DualRAG(llm, CountingRetriever(), sink).answer(asking(QUESTION, AskOptions()))
     answer.raise_for_error()
     doc = dict(sink.documents[answer.trace.trace_id])
     assert len([s for s in doc["steps"] if s["kind"] == "summarize"]) == 4
@@ -292,3 +294,28 @@ async def test_a_one_slot_server_gets_one_request_at_a_time_and_nothing_is_retri
     ends = [end for _, end in server.served]
     starts = [start for start, _ in server.served]
     assert all(start >= end for start, end in zip(starts[1:], ends[:-1], strict=True))  # one after the other
+
+
+async def test_keywords_copied_from_the_prompt_are_not_searched_and_a_filler_answer_is_no_answer() -> None:
+    """The local model searched "a | b | c" and answered "(no)" (issue 27, item 14)."""
+    copied = {
+        "entities": [
+            {"entity": "Jaws", "keywords": ["a", "b", "c"], "same_as": ""},
+            {"entity": "entity", "keywords": ["keywords"], "same_as": "same_as"},
+            {"entity": "Steven Spielberg", "keywords": ["a | b | c", "Spielberg born", "(none)"], "same_as": ""},
+        ]
+    }
+    model = ChatModel(
+        {"reasoner": [reason("Find who directed Jaws.", True), reason("Done.", False)], "identifier": [copied]},
+        summaries={"Jaws": "Jaws (1975) was directed by Steven Spielberg."},
+        answer="(no)",
+    )
+    answer, doc, retriever, _ = await run(model)
+    answer.raise_for_error()
+    assert retriever.batches == [["Jaws", "Spielberg born"]]  # the entity's own name where no keyword is left
+    [identify] = [step for step in doc["steps"] if step["kind"] == "identify"]
+    assert identify["details"]["copied_from_prompt"] == ["a", "b", "c", "entity", "keywords", "a | b | c", "(none)"]
+    assert "copied from the prompt: a | b | c" in identify["details"]["note"]
+    assert identify["queries"] == ["Jaws", "Spielberg born"]
+    assert final(doc)["output"].split("\n")[0].strip() == "(no)" and answer.text == NO_ANSWER
+    assert [e.entity for e in read_entities(copied)] == ["Jaws", "Steven Spielberg"]

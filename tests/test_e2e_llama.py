@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli import llm_server
+from hopsearch.cli.local import llm_server
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.llm import LLMClient, complete_until
 from hopsearch.service.retrieval import EsRetriever
@@ -24,6 +24,7 @@ from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, STOPS
 from hopsearch.service.traces import ElasticsearchTraceSink
 from tests.conftest import EsNode, unavailable
+from tests.scopes import asking
 
 pytestmark = pytest.mark.e2e
 
@@ -89,8 +90,12 @@ async def test_deeprag_with_the_local_model(llama: Settings, store8: Store, samp
         assert await llm.engine() == "llamacpp"  # no stop_reason: the fallback decides
         strategy = DeepRAG(llm, retriever, sink)
         common = {"max_depth": 4, "max_tokens": 48, "demonstrations": DEMONSTRATIONS, "budget": budget}
-        by_model = await strategy.answer(str(record["question"]), AskOptions(mode="model", **common))
-        always = await strategy.answer(str(record["question"]), AskOptions(mode="always", **common))
+        by_model = await strategy.answer(
+            asking(str(record["question"]), AskOptions(mode="model", **common), store=store)
+        )
+        always = await strategy.answer(
+            asking(str(record["question"]), AskOptions(mode="always", **common), store=store)
+        )
     for answer in (by_model, always):
         answer.raise_for_error()
         doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)

@@ -22,6 +22,7 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, AskOptions, Budget, build_strategy
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 from hopsearch.service.traces import ElasticsearchTraceSink
+from tests.scopes import asking
 from tests.test_e2e_llama import first_question, llama  # noqa: F401  (the shared local-model fixture)
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +78,7 @@ async def test_every_strategy_answers_one_2wiki_question_with_the_local_model(
             )
             demos = DEMONSTRATIONS if name == "deeprag" else ""
             options = AskOptions(max_depth=4, k=3, max_tokens=32, demonstrations=demos, budget=budget)
-            answer = await strategy.answer(question, options)
+            answer = await strategy.answer(asking(question, options, store=store8))
             answer.raise_for_error()
             traces[name] = answer.trace.trace_id
     assert set(traces) == {"single", "deeprag", "dualrag", "iterative", "hyde"}

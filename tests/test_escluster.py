@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hopsearch.cli import escluster, esnode
+from hopsearch.cli.local import escluster, esnode
 
 
 def test_members_get_own_ports_folders_and_one_discovery(tmp_path: Path) -> None:

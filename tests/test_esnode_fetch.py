@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hopsearch.cli.esnode import fetch_zip
+from hopsearch.cli.local.esnode import fetch_zip
 from hopsearch.service.errors import NodeError
 
 ZIP = b"PK\x05\x06" + bytes(18)  # an empty zip archive
@@ -107,7 +107,7 @@ def test_a_pinned_version_needs_no_checksum_file(maven_server: Callable[..., Mav
 
 
 def test_the_versions_the_suite_runs_are_pinned() -> None:
-    from hopsearch.cli.esnode import PINNED_SHA1
+    from hopsearch.cli.local.esnode import PINNED_SHA1
     from tests.conftest import ES_VERSIONS
 
     assert set(ES_VERSIONS.values()) <= set(PINNED_SHA1)

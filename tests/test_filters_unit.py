@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hopsearch.service.errors import RequestInvalid
 from hopsearch.service.filters import parse_filters
+from hopsearch.service.path_filters import ROOT_FIELD, names_relative_path, relative_paths
 
 
 def test_each_kind_becomes_its_clause() -> None:
@@ -96,3 +97,33 @@ def test_any_json_is_clauses_or_a_400(value: Any) -> None:
         parse_filters([value], "f")
     except RequestInvalid as exc:
         assert exc.field is not None and exc.field.startswith("f")
+
+
+def test_only_relative_path_values_are_read_under_the_folders() -> None:
+    clauses = parse_filters([{"and": [{"term": {"source": "docs"}}, {"term": {"path": "/srv/docs/a.md"}}]}])
+    assert not names_relative_path(clauses)  # absolute only: no roots to look up, the clause as given
+    assert relative_paths(clauses[0], ["/srv/docs"]) == clauses[0]
+    [relative] = parse_filters([{"not": {"term": {"path": "guide//a.md"}}}])
+    assert names_relative_path([relative])
+    assert relative_paths(relative, ["/srv/docs"]) == {
+        "bool": {
+            "must_not": [
+                {
+                    "bool": {
+                        "should": [
+                            {"term": {"path": "guide//a.md"}},
+                            {
+                                "bool": {
+                                    "filter": [
+                                        {"term": {ROOT_FIELD: "/srv/docs"}},
+                                        {"term": {"path": "/srv/docs/guide/a.md"}},
+                                    ]
+                                }
+                            },
+                        ],
+                        "minimum_should_match": 1,
+                    }
+                }
+            ]
+        }
+    }

@@ -16,18 +16,19 @@ from typing import Any
 import httpx
 import pytest
 
-from hopsearch.cli import esnode
+from hopsearch.cli.local import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError, HopsearchError
-from hopsearch.service.filters import parse_filters, scoped
+from hopsearch.service.filters import parse_filters
 from hopsearch.service.fusion import rrf_groups
 from hopsearch.service.rerank import HttpReranker
-from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval import BoundRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates
 from hopsearch.service.types import Fusion, Hit, RetrievalQuery, SearchResult
 from tests.conftest import ES_VERSIONS, make_settings, unavailable
+from tests.scopes import bound
 from tests.scripted_reranker import ScriptedReranker
 from tests.test_store import load
 
@@ -73,7 +74,7 @@ DOCS = [
 
 async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
-    retriever = EsRetriever(store, minilm)
+    retriever = bound(store, minilm)
     results = await retriever.search_many([RetrievalQuery(QUERY, k=3, mode="hybrid", fusion=f) for f in FUSIONS])
     assert [r.hits[0].id for r in results] == ["p1", "p1", "p1"]
     ran = [r.fusion for r in results]
@@ -90,7 +91,7 @@ async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: 
 
 async def test_legs_and_weights(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
-    retriever = EsRetriever(store, minilm)
+    retriever = bound(store, minilm)
     both, bm25_only, dense_only, bm25, dense, fused = await retriever.search_many(
         [
             RetrievalQuery("film director", k=4, mode="hybrid", legs=True),
@@ -117,7 +118,7 @@ async def test_filters_narrow_every_mode(store: Store, minilm: MiniLMEmbedder) -
         for (i, t, x, extra), v in zip(DOCS, vectors, strict=True)
     ]
     assert (await store.bulk(actions, refresh=True))[0] == 3
-    retriever = EsRetriever(store, minilm)
+    retriever = bound(store, minilm)
     cases: list[tuple[list[dict[str, Any]], set[str]]] = [
         ([{"term": {"source": "wiki"}}], {"d1", "d2"}),
         ([{"terms": {"metadata.lang": ["de"]}}], {"d3"}),
@@ -132,8 +133,8 @@ async def test_filters_narrow_every_mode(store: Store, minilm: MiniLMEmbedder) -
         for mode in ("bm25", "dense", "hybrid"):
             [result] = await retriever.search_many([RetrievalQuery("expense reports", k=5, mode=mode, filters=clauses)])  # type: ignore[arg-type]
             assert {h.id for h in result.hits} == expected, (raw, mode)
-    with scoped(parse_filters([{"term": {"metadata.lang": "de"}}])):  # what an _ask request's filters do
-        [inside] = await retriever.search_many([RetrievalQuery("expense reports", k=5)])
+    scoped = bound(store, minilm, filters=[{"term": {"metadata.lang": "de"}}])  # what an _ask request's filters do
+    [inside] = await scoped.search_many([RetrievalQuery("expense reports", k=5)])
     assert [h.id for h in inside.hits] == ["d3"]
 
 
@@ -141,7 +142,7 @@ async def test_reranker_reorders_the_top_hits(store: Store, minilm: MiniLMEmbedd
     await load(store, minilm)
     with ScriptedReranker(favour="volcano") as server:
         reranker = HttpReranker(server.base_url, "scripted-ce", top_n=6)
-        retriever = EsRetriever(store, minilm, reranker=reranker)
+        retriever = bound(store, minilm, reranker=reranker)
         try:
             plain, reranked, hybrid = await retriever.search_many(
                 [
@@ -160,7 +161,7 @@ async def test_reranker_reorders_the_top_hits(store: Store, minilm: MiniLMEmbedd
     assert request["path"] == "/v1/rerank" and request["model"] == "scripted-ce" and request["top_n"] >= 2
     assert any("Volcano" in d for d in request["documents"])
     with pytest.raises(ConfigError, match="reranker"):
-        await EsRetriever(store).search_many([RetrievalQuery("x", rerank=True)])
+        await bound(store).search_many([RetrievalQuery("x", rerank=True)])
 
 
 async def test_a_failing_reranker_is_a_clear_error(store: Store) -> None:
@@ -168,7 +169,7 @@ async def test_a_failing_reranker_is_a_clear_error(store: Store) -> None:
     reranker = HttpReranker("http://127.0.0.1:9/v1", "gone", top_n=3)
     try:
         with pytest.raises(HopsearchError, match="reranker at"):
-            await EsRetriever(store, reranker=reranker).search_many([RetrievalQuery("Mark Robson", rerank=True)])
+            await bound(store, reranker=reranker).search_many([RetrievalQuery("Mark Robson", rerank=True)])
     finally:
         await reranker.aclose()
 
@@ -205,7 +206,7 @@ async def trial_store(trial_node: str) -> AsyncIterator[Store]:
 async def test_rrf_retriever_under_a_trial_licence(trial_store: Store, minilm: MiniLMEmbedder) -> None:
     await load(trial_store, minilm)
     assert (await trial_store.licence())["license"]["type"] == "trial"
-    retriever = EsRetriever(trial_store, minilm)
+    retriever = bound(trial_store, minilm)
     rrf, es_rrf = await retriever.search_many(
         [RetrievalQuery(QUERY, k=3, mode="hybrid"), RetrievalQuery(QUERY, k=3, mode="hybrid", fusion="es_rrf")]
     )
@@ -220,7 +221,7 @@ async def test_rrf_retriever_under_a_trial_licence(trial_store: Store, minilm: M
 class ManyOnly:
     """The retriever seen only through ``search_many`` (what a retriever without ``search_fused`` gets)."""
 
-    def __init__(self, inner: EsRetriever) -> None:
+    def __init__(self, inner: BoundRetriever) -> None:
         self.inner = inner
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
@@ -247,14 +248,14 @@ async def test_fused_groups_are_rrf_over_search_many(store: Store, minilm: MiniL
     over ``search_many``'s lists: ids, scores, titles, texts and sources, in the same order; DualRAG's
     ``gather_candidates`` gives the same candidates through either."""
     await load(store, None, overlapping_corpus())
-    retriever = EsRetriever(store)
+    retriever = bound(store)
     names = ["Lethal Weapon", "Richard Donner", "Jaws Spielberg"]
     searches = [EntitySearch(n.casefold(), n, (n, f"{n} director", f"{n} born")) for n in names]
     searches.append(EntitySearch("zzq", "Zzq", ("zzq", "qqz xxy")))  # no hits at all
     groups = [[RetrievalQuery(k, k=50) for k in s.keywords] for s in searches]
     lengths = [len(g) for g in groups]
 
-    async def both(on: EsRetriever, size: int) -> tuple[list[list[Hit]], list[list[Hit]]]:
+    async def both(on: BoundRetriever, size: int) -> tuple[list[list[Hit]], list[list[Hit]]]:
         results = await on.search_many([q for g in groups for q in g])
         return await on.search_fused(groups, size), rrf_groups(lengths, [r.hits for r in results], size=size)
 
@@ -263,10 +264,9 @@ async def test_fused_groups_are_rrf_over_search_many(store: Store, minilm: MiniL
         assert fused == expected and [len(h) for h in fused][:3] == [size] * 3 and fused[3] == []
     assert len({h.id for r in await retriever.search_many(groups[0]) for h in r.hits}) > 50  # lists differ
     assert (await gather_candidates(retriever, searches)) == (await gather_candidates(ManyOnly(retriever), searches))
-    with scoped(parse_filters([{"term": {"doc_id": "c7"}}])):  # an _ask request's filters
-        fused, expected = await both(retriever, 50)
+    fused, expected = await both(bound(store, filters=[{"term": {"doc_id": "c7"}}]), 50)  # an _ask request's filters
     assert fused == expected and {h.id for hits in fused for h in hits} == {"c7"}
-    narrowed = EsRetriever(store, filters=parse_filters([{"terms": {"doc_id": ["c1", "c2", "c5"]}}]))
+    narrowed = bound(store, filters=[{"terms": {"doc_id": ["c1", "c2", "c5"]}}])
     fused, expected = await both(narrowed, 50)
     assert fused == expected and {h.id for hits in fused for h in hits} <= {"c1", "c2", "c5"}
 
@@ -276,7 +276,7 @@ async def test_fused_groups_with_vectors_in_the_index(store: Store, minilm: Mini
     without hopsearch's mapping stores them): the same hits as ``rrf`` over ``search_many``, no vector."""
     await load(store, minilm)
     raw = await load(store, minilm, index=f"{store.settings.index_prefix}-raw")  # no _meta: vectors in _source
-    cases = ((EsRetriever(store, minilm), ("bm25", "hybrid")), (EsRetriever(store, index=raw), ("bm25",)))
+    cases = ((bound(store, minilm), ("bm25", "hybrid")), (bound(store, index=raw), ("bm25",)))
     for retriever, modes in cases:
         for mode in modes:
             groups = [[RetrievalQuery("film director", k=4, mode=mode), RetrievalQuery("Mark Robson", k=4, mode=mode)]]  # type: ignore[arg-type]

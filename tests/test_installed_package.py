@@ -262,3 +262,22 @@ def test_the_dockerfile_commands_serve_retrieve_and_ask(
     reply = asked.json()
     assert reply["answer"] == answer and reply["strategy"] == "single" and reply["citations"]
     assert llm.generation_requests >= 1
+
+
+def test_the_installed_loader_reads_every_format_with_its_installed_library(installed: Installed) -> None:
+    """The libraries behind ``index docs`` (imported only when a file of their kind comes) are installed
+    with the wheel: an .xlsx and a .pptx written by them are read back by the installed loader."""
+    probe = (
+        "import io, json, openpyxl, pptx\n"
+        "from hopsearch.loaders.extract import EXTRACTORS, extract\n"
+        "book = openpyxl.Workbook(); book.active['A1'] = 'sheet value'; xlsx = io.BytesIO(); book.save(xlsx)\n"
+        "deck = pptx.Presentation(); slide = deck.slides.add_slide(deck.slide_layouts[5])\n"
+        "slide.shapes.title.text = 'slide title'; slide.notes_slide.notes_text_frame.text = 'note text'\n"
+        "ppt = io.BytesIO(); deck.save(ppt)\n"
+        "files = ((xlsx, '.xlsx'), (ppt, '.pptx'))\n"
+        "blocks = [b.text for data, suffix in files for b in extract(suffix, data.getvalue())[1]]\n"
+        "print(json.dumps({'suffixes': sorted(EXTRACTORS), 'blocks': blocks}))\n"
+    )
+    out = json.loads(installed.run(str(installed.python), "-I", "-c", probe, env=installed.env()))
+    assert {".docx", ".pdf", ".xlsx", ".pptx"} <= set(out["suffixes"])
+    assert out["blocks"] == ["Sheet", "sheet value", "slide title", "note text"]

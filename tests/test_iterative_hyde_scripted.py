@@ -18,6 +18,7 @@ from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM
 
 
@@ -46,7 +47,7 @@ async def run(
     sink = MemoryTraceSink()
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await strategy(llm, retriever, sink, **kw).answer(question, options or AskOptions(k=3))
+            answer = await strategy(llm, retriever, sink, **kw).answer(asking(question, options or AskOptions(k=3)))
     return answer, dict(sink.documents[answer.trace.trace_id]), retriever, server
 
 

@@ -13,12 +13,13 @@ from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders import E5Embedder
 from hopsearch.service.outlines import EsOutlineStore
-from hopsearch.service.retrieval import EsRetriever, bm25_body
+from hopsearch.service.retrieval import bm25_body
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.steps import JAPANESE_NOTE
 from hopsearch.service.types import RetrievalQuery
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.ja_corpus import build_corpus, questions
+from tests.scopes import bound
 from tests.test_dualrag_es import ask
 
 
@@ -62,7 +63,7 @@ async def test_japanese_documents_index_into_character_sized_chunks(store: Store
 async def test_sudachi_bm25_finds_what_single_characters_miss(store: Store, tmp_path: Path) -> None:
     await load_docs(store, build_corpus(tmp_path / "ja"), opts(tmp_path, "ja"))
     by_id = {q.id: q for q in questions()}
-    retriever = EsRetriever(store)
+    retriever = bound(store)
     for qid, wanted in (("ja17", "sapporo-center.docx"), ("ja06", "offices.html")):
         question = by_id[qid].question
         [result] = await retriever.search_many([RetrievalQuery(question, k=3)])
@@ -87,7 +88,7 @@ async def test_mixed_english_and_japanese_folder_loads_in_one_run(store: Store, 
     langs = {Path(p["path"]).name: p["lang"] for p in await passages(store)}
     assert langs["leave.md"] == "en" and langs["canteen.html"] == "en"
     assert {lang for name, lang in langs.items() if name not in ("leave.md", "canteen.html")} == {"ja"}
-    retriever = EsRetriever(store)
+    retriever = bound(store)
     english, japanese = await retriever.search_many(
         [
             RetrievalQuery("how many days of paid leave", k=3),
@@ -107,7 +108,7 @@ async def test_multilingual_e5_dense_retrieval(store: Store, tmp_path: Path) -> 
     e5 = E5Embedder()
     await load_docs(store, root, opts(tmp_path, "dense"), embedder=e5)
     assert (await store.index_meta())["embedder"] == e5.model_id
-    retriever = EsRetriever(store, e5)
+    retriever = bound(store, e5)
     dense, hybrid = await retriever.search_many(
         [
             RetrievalQuery("社員向けの保養所はどこにありますか", k=2, mode="dense"),
@@ -181,5 +182,5 @@ async def test_jsonl_records_get_their_language_and_tokens(store: Store, tmp_pat
         for hit in (await store.search(store.settings.passages_alias, {}))["hits"]["hits"]
     }
     assert langs == {"ja1": "ja", "ja2": "ja", "en1": "en"}
-    [result] = await EsRetriever(store).search_many([RetrievalQuery("海外出張の日当", k=3)])
+    [result] = await bound(store).search_many([RetrievalQuery("海外出張の日当", k=3)])
     assert [h.id for h in result.hits] == ["ja1"]  # token fields: only Japanese passages, only the match

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli.esnode import find_java, java_major
+from hopsearch.cli.local.esnode import find_java, java_major
 from hopsearch.service.errors import NodeError
 
 

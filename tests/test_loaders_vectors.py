@@ -10,7 +10,6 @@ from pathlib import Path
 from hopsearch.loaders.api import load_docs, load_dpr
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.registry import build_strategy
@@ -18,6 +17,7 @@ from hopsearch.service.traces import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
 from tests.loader_files import write_dpr
+from tests.scopes import asking, bound
 from tests.test_loaders_docs import build_tree, opts
 from tests.test_loaders_es import options
 
@@ -39,7 +39,7 @@ async def test_docs_no_embed_then_embedding_load_gives_every_chunk_a_vector(
     chunks = await store.count()
     assert bare.indexed == 5 and await without_vectors(store) == chunks > 0
 
-    retriever = EsRetriever(store, minilm)
+    retriever = bound(store, minilm)
     [partial] = await retriever.search_many([RetrievalQuery("quarterly revenue", mode="hybrid", k=3)])
     assert partial.without_vectors == chunks  # the result says so: dense cannot see these chunks
 
@@ -84,6 +84,6 @@ async def test_a_strategy_trace_says_when_part_of_the_index_has_no_vectors() -> 
             single = build_strategy(
                 "single", llm=llm, retriever=HalfEmbeddedRetriever(PASSAGES), sink=sink, settings=settings_for(server)
             )
-            answer = await single.answer("Who directed Lethal Weapon?", AskOptions(retrieval_mode="hybrid"))
+            answer = await single.answer(asking("Who directed Lethal Weapon?", AskOptions(retrieval_mode="hybrid")))
     [step] = [s for s in sink.documents[answer.trace.trace_id]["steps"] if s["kind"] == "retrieve"]
     assert step["details"] == {"without_vectors": 7}

@@ -1,4 +1,4 @@
-"""``cli/process.py``: the one way local servers are started, probed and stopped — over real processes."""
+"""``cli/local/process.py``: the one way local servers are started, probed and stopped — over real processes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hopsearch.cli.esnode import free_port
-from hopsearch.cli.process import alive, probe, spawn, stop_group, wait_ready
+from hopsearch.cli.local.esnode import free_port
+from hopsearch.cli.local.process import alive, probe, spawn, stop_group, wait_ready
 from hopsearch.service.errors import NodeError
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hopsearch.cli.render import print_answer, steps_table
+from hopsearch.cli.render import ask_head, print_answer, steps_table, totals_lines
 
 LONG = "a rather long passage of model output that goes on and on " * 8
 
@@ -97,3 +97,58 @@ def test_the_whole_answer_fits_80_columns() -> None:
     console = Console(width=80, record=True, color_system=None)
     print_answer(console, DOCUMENT)
     assert all(len(line) <= 80 for line in console.export_text().splitlines())
+
+
+#: Passage ids as the loaders make them: hyphenated, long, never to be split across two lines.
+IDS = ["p-lethal-0", "p-jaws-12", *(f"2wiki-5a8b57f25542995d1e6f13{i:02}-chunk-{i}" for i in range(12))]
+IDS_DOCUMENT: dict[str, Any] = {
+    **DOCUMENT,
+    "steps": [
+        step(0, "retrieve", queries=["Who directed Lethal Weapon?"], hit_ids=IDS),
+        step(1, "retrieve", queries=["q"], hit_ids=IDS[2:3]),
+        step(2, "retrieve", queries=["Richard Donner"], hit_ids=["x" * 120, *IDS[3:5]]),
+        step(3, "outline_reuse", output=f"reused facts of {IDS[5]} and {IDS[6]} " * 3),
+    ],
+}
+
+
+def test_no_id_is_broken_across_lines_at_80_columns() -> None:
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    console.print(steps_table(IDS_DOCUMENT, console.width))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    header = next(line for line in lines if "queries / output" in line)
+    start = header.index("queries / output")
+    end = start + max(12, 80 - 41 - 15)  # the text column (render.COLUMNS, render.OVERHEAD)
+    rows = rows_of(lines)
+    assert len(rows) == 4
+    for row in rows:
+        texts = [line[start:end].strip() for line in row]
+        words = [word.rstrip(",") for text in texts for word in text.split()]
+        for word in words:
+            # every id shown is whole, or visibly shortened: never its head on one line, its tail on the next
+            assert word in IDS or word.endswith("…") or not word.startswith(("2wiki", "p-", "xxx")), (word, texts)
+        for id_ in IDS:
+            assert not (id_ in "".join(texts) and not any(id_ in text for text in texts)), (id_, texts)
+    shown = [w for row in rows for line in row for w in line[start:end].split() if w.rstrip(",") in IDS]
+    assert shown  # whole ids do show where they fit
+
+
+def test_ask_summary_lines_fit_80_columns_with_ids_whole() -> None:
+    trace_id = "8c1e0f6ad2b94f0e9d7b3a5c4e2f1a0b"
+    document = {**DOCUMENT, "trace_id": trace_id}
+    citations = [("2wiki-5a8b57f25542995d1e6f1371-chunk-3", "A very long title " * 8, 0.87654)]
+    head = ask_head(
+        "When did the director of the film that won the most awards at the 1987 festival die, and where? " * 2,
+        "Richard Donner died on 5 July 2021 in West Hollywood, California, aged 91. " * 2,
+        citations,
+        80,
+    )
+    tail = totals_lines(document, "a-rather-long-index-prefix-hopsearch-traces", 80)
+    lines = [*head, *tail]
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert lines[0].startswith("Question: ") and any(line.startswith("Answer:   ") for line in lines)
+    assert any(citations[0][0] in line for line in head)  # the passage id whole on its line
+    assert any(trace_id in line for line in tail) and tail[0].startswith("Totals: ")
+    assert any("a-rather-long-index-prefix-hopsearch-traces" in line for line in tail)
+    assert totals_lines(document, "hopsearch-traces", 80)[-1] == f"Trace:  {trace_id} in hopsearch-traces"

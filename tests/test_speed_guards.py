@@ -27,6 +27,7 @@ from tests.llm_fixtures import (
     server_for,
     settings_for,
 )
+from tests.scopes import asking
 from tests.scripted_llm import ScriptRequest
 
 PROMPT = "Question: When was the director of Jaws born?"
@@ -117,7 +118,7 @@ async def test_a_repeated_follow_up_is_retrieved_once(flavour: str) -> None:
         options = AskOptions(max_depth=4, repeat_guard=guard, budget=Budget(max_llm_calls=100))
         with server_for(flavour, RepeatingModel()) as server:
             async with LLMClient(settings_for(server, flavour)) as llm:
-                answer = await DeepRAG(llm, retriever, sink).answer("Who directed Jaws?", options)
+                answer = await DeepRAG(llm, retriever, sink).answer(asking("Who directed Jaws?", options))
         answer.raise_for_error()
         doc = sink.documents[answer.trace.trace_id]
         steps = [(s["kind"], s["decision"], s["decided_by"]) for s in doc["steps"]]
@@ -139,7 +140,9 @@ async def test_iterative_does_not_search_a_repeated_query_again() -> None:
     model = ChatModel({"assess": [assess, {**assess, "confidence": 0.5, "next_query": "Who directed  Jaws?"}]})
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await Iterative(llm, retriever, sink).answer("When was the director of Jaws born?", AskOptions())
+            answer = await Iterative(llm, retriever, sink).answer(
+                asking("When was the director of Jaws born?", AskOptions())
+            )
     doc = sink.documents[answer.trace.trace_id]
     assert retriever.queries == ["When was the director of Jaws born?", "who directed Jaws"]
     assessed = [(s["decision"], s["decided_by"]) for s in doc["steps"] if s["kind"] == "assess"]
@@ -160,7 +163,9 @@ async def test_dualrag_does_not_search_repeated_keywords_again() -> None:
     sink = MemoryTraceSink()
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
-            answer = await DualRAG(llm, retriever, sink).answer("When was the director of Jaws born?", AskOptions())
+            answer = await DualRAG(llm, retriever, sink).answer(
+                asking("When was the director of Jaws born?", AskOptions())
+            )
     answer.raise_for_error()
     doc = sink.documents[answer.trace.trace_id]
     assert retriever.queries == ["Jaws director"]
@@ -180,7 +185,7 @@ async def test_questions_take_turns_on_a_one_slot_server(flavour: str) -> None:
     with server_for(flavour, model, delay_first=4, delay_s=0.3) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink(), stop_fallback=fallback_for(flavour))
-            answers = await asyncio.gather(*(strategy.answer(q, AskOptions()) for q in questions))
+            answers = await asyncio.gather(*(strategy.answer(asking(q, AskOptions())) for q in questions))
     for answer in answers:
         answer.raise_for_error()
     owners = [0 if questions[0] in prompt else 1 for prompt in server.prompts]
@@ -205,7 +210,9 @@ async def test_each_prompt_of_a_question_extends_the_previous_one(flavour: str) 
     with server_for(flavour, model) as server:
         async with LLMClient(settings_for(server, flavour)) as llm:
             strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink(), stop_fallback=fallback_for(flavour))
-            answer = await strategy.answer("When was the director of Jaws born?", AskOptions(demonstrations="Q: x"))
+            answer = await strategy.answer(
+                asking("When was the director of Jaws born?", AskOptions(demonstrations="Q: x"))
+            )
     answer.raise_for_error()
     prompts = server.prompts
     assert len(prompts) == 6  # three generate steps, two intermediate answers, the final answer
@@ -221,7 +228,7 @@ async def test_question_turns_follow_the_servers_slot_count() -> None:
     with server_for("llamacpp-stream", model, slots=2, work_s=0.05) as server:
         async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
             strategy = DeepRAG(llm, ListRetriever(PASSAGES), MemoryTraceSink())
-            answers = await asyncio.gather(*(strategy.answer(q, AskOptions()) for q in questions))
+            answers = await asyncio.gather(*(strategy.answer(asking(q, AskOptions())) for q in questions))
     for answer in answers:
         answer.raise_for_error()
     running = set()

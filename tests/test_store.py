@@ -6,11 +6,11 @@ import pytest
 
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
-from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
+from tests.scopes import bound
 
 PASSAGES = [
     ("p1", "Mark Robson", "Mark Robson was a Canadian film director, born in Montreal, Quebec."),
@@ -74,7 +74,7 @@ async def test_indices_alias_and_meta(store: Store, minilm: MiniLMEmbedder) -> N
 
 async def test_bm25_finds_the_right_passage(store: Store) -> None:
     await load(store, None)
-    [result] = await EsRetriever(store).search_many([RetrievalQuery("who directed Baby Face Morgan", k=3)])
+    [result] = await bound(store).search_many([RetrievalQuery("who directed Baby Face Morgan", k=3)])
     assert result.mode == "bm25" and result.dense_method == "none"
     assert result.hits[0].id == "p3"
     assert "embedding" not in result.hits[0].source
@@ -82,7 +82,7 @@ async def test_bm25_finds_the_right_passage(store: Store) -> None:
 
 async def test_dense_uses_the_server_capability(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
-    retriever = EsRetriever(store, minilm)
+    retriever = bound(store, minilm)
     [result] = await retriever.search_many([RetrievalQuery("film maker born in Quebec", k=2, mode="dense")])
     expected = "knn" if store.info.knn else "rerank"
     assert result.dense_method == expected
@@ -92,7 +92,7 @@ async def test_dense_uses_the_server_capability(store: Store, minilm: MiniLMEmbe
 
 async def test_dense_rerank_finds_semantic_match_among_bm25_candidates(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
-    [result] = await EsRetriever(store, minilm).search_many(
+    [result] = await bound(store, minilm).search_many(
         [RetrievalQuery("how do green plants make food from light", k=1, mode="dense")]
     )
     assert result.hits and result.hits[0].id == "p5"
@@ -100,9 +100,7 @@ async def test_dense_rerank_finds_semantic_match_among_bm25_candidates(store: St
 
 async def test_hybrid_fuses_both_lists(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, minilm)
-    [result] = await EsRetriever(store, minilm).search_many(
-        [RetrievalQuery("Mark Robson director", k=3, mode="hybrid")]
-    )
+    [result] = await bound(store, minilm).search_many([RetrievalQuery("Mark Robson director", k=3, mode="hybrid")])
     assert result.mode == "hybrid"
     ids = [hit.id for hit in result.hits]
     assert set(ids) >= {"p1", "p2"}
@@ -113,7 +111,7 @@ async def test_hybrid_fuses_both_lists(store: Store, minilm: MiniLMEmbedder) -> 
 
 async def test_filters_apply(store: Store) -> None:
     await load(store, None)
-    [result] = await EsRetriever(store).search_many(
+    [result] = await bound(store).search_many(
         [RetrievalQuery("film director", k=5, filters=[{"terms": {"doc_id": ["p4"]}}])]
     )
     assert [hit.id for hit in result.hits] == ["p4"]
@@ -126,7 +124,7 @@ async def test_many_queries_are_one_msearch_round_trip(es_node: EsNode, minilm: 
     store = await Store.connect(settings)
     try:
         await load(store, minilm)
-        retriever = EsRetriever(store, minilm)
+        retriever = bound(store, minilm)
         await store.index_meta()  # warm the mapping cache: the batch itself must be one request
         proxy.reset()
         queries = [
@@ -155,12 +153,12 @@ async def test_alias_swap_is_atomic_and_keeps_meta(store: Store) -> None:
     assert second.endswith("-v2")
     await load(store, None, [("n1", "New", "A brand new corpus about glaciers.")], index=second)
     # before the swap the alias still serves v1
-    [before] = await EsRetriever(store).search_many([RetrievalQuery("glaciers", k=3)])
+    [before] = await bound(store).search_many([RetrievalQuery("glaciers", k=3)])
     assert before.hits == ()
     removed = await store.swap_alias(second, delete_old=True)
     assert removed == [first]
     assert await store.passages_index() == second
-    [after] = await EsRetriever(store).search_many([RetrievalQuery("glaciers", k=3)])
+    [after] = await bound(store).search_many([RetrievalQuery("glaciers", k=3)])
     assert [h.id for h in after.hits] == ["n1"]
     assert not await store.exists(first)
 
@@ -179,12 +177,12 @@ async def test_bm25_only_index_refuses_vectors_and_dense_queries(store: Store, m
     with pytest.raises(EmbedderMismatch, match="without vectors"):
         await store.ensure_indices(minilm)
     with pytest.raises(EmbedderMismatch, match="no vectors"):
-        await EsRetriever(store, minilm).search_many([RetrievalQuery("x", mode="dense")])
+        await bound(store, minilm).search_many([RetrievalQuery("x", mode="dense")])
 
 
 async def test_missing_index_is_a_clear_error(store: Store) -> None:
     with pytest.raises(IndexMissing, match="no such index"):
-        await EsRetriever(store).search_many([RetrievalQuery("anything")])
+        await bound(store).search_many([RetrievalQuery("anything")])
 
 
 async def test_msearch_answers_and_refusals_keep_their_shape(store: Store) -> None:

@@ -17,6 +17,7 @@ from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import server_for, settings_for
+from tests.scopes import asking, bound
 from tests.test_store import load
 
 
@@ -33,8 +34,11 @@ async def test_hyde_searches_dense_and_bm25_in_one_msearch(es_node: EsNode, mini
             async with LLMClient(settings_for(server)) as llm:
                 proxy.reset()
                 answer = await HyDE(llm, EsRetriever(store, minilm), sink).answer(
-                    "Are the directors of The Seventh Victim and Baby Face Morgan from the same country?",
-                    AskOptions(k=4),
+                    asking(
+                        "Are the directors of The Seventh Victim and Baby Face Morgan from the same country?",
+                        AskOptions(k=4),
+                        store=store,
+                    )
                 )
         answer.raise_for_error()
         msearches = [path for (_, path) in proxy.paths.elements() if path.endswith("/_msearch")]
@@ -63,7 +67,7 @@ async def test_iterative_over_elasticsearch(store: Store) -> None:
     with server_for("llamacpp-followup", ChatModel({"assess": replies}, answer="Canadian")) as server:
         async with LLMClient(settings_for(server, "llamacpp-followup")) as llm:
             answer = await Iterative(llm, EsRetriever(store), sink).answer(
-                "What nationality is the director of The Seventh Victim?", AskOptions(k=2)
+                asking("What nationality is the director of The Seventh Victim?", AskOptions(k=2), store=store)
             )
     answer.raise_for_error()
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)
@@ -77,7 +81,7 @@ async def test_iterative_over_elasticsearch(store: Store) -> None:
 async def test_dualrag_reranks_against_the_entity(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, None)
     searches = [EntitySearch("mark robson", "Mark Robson", ("Seventh Victim 1943 horror", "directed by Mark Robson"))]
-    candidates = await gather_candidates(EsRetriever(store), searches)
+    candidates = await gather_candidates(bound(store), searches)
     assert len(candidates["mark robson"]) >= 3 and candidates["mark robson"][0].id == "p2"  # BM25 + RRF order
     by_order = await rerank(None, searches, candidates, top=2)
     by_entity = await rerank(minilm, searches, candidates, top=2)

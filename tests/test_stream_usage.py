@@ -13,6 +13,7 @@ from hopsearch.service.strategies import AskOptions, DeepRAG
 from hopsearch.service.strategies.deeprag import STOPS
 from hopsearch.service.traces import MemoryTraceSink
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, settings_for
+from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM, ScriptRequest, tokens
 
 PROMPT = "Question: When was the director of Jaws born?"
@@ -44,7 +45,7 @@ async def test_deeprag_trace_shows_the_prompt_tokens_of_streamed_steps() -> None
     with ScriptedLLM(MODEL, report_stop_reason=False) as server:
         async with LLMClient(settings_for(server, "llamacpp-stream")) as llm:
             strategy = DeepRAG(llm, ListRetriever(PASSAGES), sink)
-            answer = await strategy.answer("When was the director of Jaws born?", AskOptions())
+            answer = await strategy.answer(asking("When was the director of Jaws born?", AskOptions()))
     answer.raise_for_error()
     steps = [s for s in sink.documents[answer.trace.trace_id]["steps"] if s["llm_calls"]]
     streamed = [r for r in server.requests if r.get("stream")]

@@ -11,6 +11,7 @@ from hopsearch.service.traces import ElasticsearchTraceSink
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
+from tests.scopes import asking
 
 QUESTION = "Who directed Lethal Weapon?"
 
@@ -33,10 +34,10 @@ async def test_a_trace_written_while_elasticsearch_is_down_is_kept_retried_and_r
                     "single", llm=llm, retriever=ListRetriever(PASSAGES), sink=sink, settings=settings_for(server)
                 )
                 proxy.down = True
-                lost = await single.answer(QUESTION, AskOptions())
+                lost = await single.answer(asking(QUESTION, AskOptions()))
                 proxy.down = False
                 stored_while_down = await store.get_document(settings.traces_index, lost.trace.trace_id)
-                later = await single.answer(QUESTION, AskOptions())
+                later = await single.answer(asking(QUESTION, AskOptions()))
         lost.raise_for_error()
         assert lost.text == "Richard Donner"  # the answer itself did not need Elasticsearch
         assert lost.trace_not_stored is not None and lost.trace.trace_id in lost.trace_not_stored

@@ -16,9 +16,10 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, front, mcp_tools, routes, searchr1, ui
-from hopsearch.service.api.fast_retrieve import FastRetrieve
-from hopsearch.service.api.middleware import OPEN_PATHS, Gate
+from hopsearch.service.api import ask, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api.middleware import front
+from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
+from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
 from hopsearch.service.api.state import ApiState

@@ -1,7 +1,7 @@
 """``POST /{index}/_ask``: answer with a strategy, as one JSON body or as Server-Sent Events.
 
 Streaming (``stream=true`` in the query or the body): one ``step`` event per step as the strategy
-records it (through :data:`~hopsearch.service.traces.STEP_LISTENER`), then one ``answer`` event with
+records it (the run's ``on_step`` listener), then one ``answer`` event with
 the answer, citations, trace id and totals — or one ``error`` event with an ES-style error envelope.
 A ``: keep-alive`` comment goes out after ``api_sse_heartbeat_s`` of silence (proxies close idle
 streams). A client that disconnects from a plain (non-streaming) ask cancels the work and frees its slot.
@@ -22,14 +22,16 @@ from fastapi import APIRouter, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
+from hopsearch.service import usecases
 from hopsearch.service.api.models import AskRequest, AskResponse
 from hopsearch.service.api.responses import OrjsonResponse, error_body, status_of
-from hopsearch.service.api.routes import IndexName, check_k, state_of
-from hopsearch.service.api.state import ApiState, AskSlot
-from hopsearch.service.errors import ClientGone, HopsearchError, IndexMissing, RequestInvalid
-from hopsearch.service.runtime import STRATEGIES
-from hopsearch.service.strategies import Answer, AskOptions, Strategy
-from hopsearch.service.traces import STEP_LISTENER, Step
+from hopsearch.service.api.routes import IndexName, state_of
+from hopsearch.service.api.state import ApiState, AskSlot, caller_of
+from hopsearch.service.errors import ClientGone, HopsearchError
+from hopsearch.service.requests import HTTP_ASK
+from hopsearch.service.requests import AskRequest as Question
+from hopsearch.service.strategies import Answer
+from hopsearch.service.traces import Step
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -91,21 +93,27 @@ async def ask(
     """Answer a question with a strategy; each step is written to the trace (and streamed)."""
     started = time.perf_counter()
     state = state_of(request)
-    settings = state.settings
-    if len(body.question) > settings.api_max_question_chars:
-        raise RequestInvalid(f"longer than {settings.api_max_question_chars} characters", field="body.question")
-    check_k(state, body.options.k, "body.options.k")
-    if body.strategy not in STRATEGIES:
-        raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field="body.strategy")
-    runtime = await state.for_index(index)
-    if not await runtime.store.exists(runtime.retriever.index):
-        raise IndexMissing(f"no such index [{index}]", details={"index": index})
-    strategy = runtime.strategy(body.strategy)
-    options = body.options.to_options(await runtime.retrieval_mode(body.strategy))
+    runtime = await state.runtime()
+    opts = body.options
+    question = await usecases.ask_request(
+        runtime,
+        body.question,
+        caller=caller_of(request.scope),
+        strategy=body.strategy,
+        index=state.index_name(index),
+        filters=opts.filters,
+        k=opts.k,
+        retrieval_mode=opts.retrieval_mode,
+        mode=opts.mode,
+        max_depth=opts.max_depth,
+        max_tokens=opts.max_tokens,
+        budget=opts.budget.to_budget(),
+        fields=HTTP_ASK,
+    )
     slot = state.admit_question()
     if stream if stream is not None else body.stream:
-        heartbeat = settings.api_sse_heartbeat_s
-        events = _stream(state, slot, strategy, body.question, options, started, heartbeat)
+        heartbeat = state.settings.api_sse_heartbeat_s
+        events = _stream(state, slot, question, started, heartbeat)
         return StreamingResponse(
             events,
             media_type=SSE,
@@ -113,10 +121,9 @@ async def ask(
             background=BackgroundTask(slot.release),
         )
     try:
-        answer = await _unless_disconnected(request, strategy.answer(body.question, options))
+        answer = await _unless_disconnected(request, state.answer(question, slot=slot))
     finally:
-        slot.release()
-    state.metrics.question(body.strategy, "error" if answer.error else "ok", answer.trace.totals())
+        slot.release()  # also where the work was cancelled before it began
     if answer.error is not None:
         raise _failure(answer.error, answer)
     return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000)))
@@ -147,21 +154,10 @@ async def _disconnected(request: Request) -> None:
 
 
 async def _stream(
-    state: ApiState,
-    slot: AskSlot,
-    strategy: Strategy,
-    question: str,
-    options: AskOptions,
-    started: float,
-    heartbeat: float,
+    state: ApiState, slot: AskSlot, question: Question, started: float, heartbeat: float
 ) -> AsyncIterator[bytes]:
     queue: asyncio.Queue[Step] = asyncio.Queue()
-
-    async def run() -> Answer:
-        STEP_LISTENER.set(queue.put_nowait)  # the task's own context: no other run sees it
-        return await strategy.answer(question, options)
-
-    task = asyncio.create_task(run())
+    task = asyncio.create_task(state.answer(question, slot=slot, on_step=queue.put_nowait))
     index = 0
     try:
         while True:
@@ -185,10 +181,9 @@ async def _stream(
             yield _event("error", error_body(exc.error_type, str(exc), status_of(exc)), state)
             return
         except Exception:
-            log.exception("strategy %s failed", strategy.name)
+            log.exception("strategy %s failed", question.strategy)
             yield _event("error", error_body("exception", "internal error; see the service log", 500), state)
             return
-        state.metrics.question(strategy.name, "error" if answer.error else "ok", answer.trace.totals())
         if answer.error is not None:
             failed = answer.error
             body = error_body(failed.error_type, str(failed), status_of(failed), trace_id=answer.trace.trace_id)

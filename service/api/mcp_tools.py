@@ -11,24 +11,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from hopsearch.service import trace_reads, usecases
+from hopsearch.service.access import ADMIN
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
-from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid
-from hopsearch.service.filters import parse_filters
+from hopsearch.service.errors import HopsearchError, NotFound
 from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
 from hopsearch.service.runtime import STRATEGIES
-from hopsearch.service.strategies import AskOptions
-from hopsearch.service.types import RetrievalQuery
+from hopsearch.service.types import RetrievalMode
 
 T = TypeVar("T")
 #: Where ``hopsearch serve`` offers the tools as streamable HTTP.
 MOUNT = "/_mcp"
+INDEX_DOC = "The passages index or alias (default: the service's passages alias)."
+FILTERS_DOC = (
+    "Metadata filters: term, terms, range, exists, and/or/not over source, path, doc_id, "
+    'lang, metadata.*, indexed_at … (e.g. {"term": {"source": "docs"}}).'
+)
 INSTRUCTIONS = (
     "hopsearch answers multi-hop questions over an Elasticsearch passages index. Use `search` for "
     "passages, `ask` for an answer with citations (its `trace_id` opens the reasoning with `trace`), "
@@ -64,40 +70,44 @@ def build_server(state: ApiState) -> MCPServer:
     settings = state.settings
     server = _quiet_server()
 
-    def check_text(text: str, field: str) -> None:
-        if len(text) > settings.api_max_question_chars:
-            raise RequestInvalid(f"longer than {settings.api_max_question_chars} characters", field=field)
-
-    def check_k(k: int, field: str) -> None:
-        if not 1 <= k <= settings.api_max_k:
-            raise RequestInvalid(f"must be between 1 and {settings.api_max_k} (api_max_k)", field=field)
-
     async def run_search(
-        query: str, mode: Literal["bm25", "dense", "hybrid"], k: int, filters: list[dict[str, Any]] | None
+        query: str, mode: RetrievalMode, k: int, filters: list[dict[str, Any]] | None, index: str | None
     ) -> dict[str, Any]:
-        check_text(query, "query")
-        check_k(k, "k")
-        clauses = parse_filters(filters or [], "filters")
         runtime = await state.runtime()
-        result = (await runtime.retriever.search_many([RetrievalQuery(query, k=k, mode=mode, filters=clauses)]))[0]
+        search = usecases.search_request(
+            runtime,
+            [Query(query, k=k, mode=mode)],
+            caller=ADMIN,
+            index=state.index_name(index) if index else None,
+            filters=filters,
+            fields=MCP_SEARCH,
+        )
+        [result] = await usecases.search(runtime, search)
         state.metrics.retrieval(result.mode)
         hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
         return {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
 
     async def run_ask(
-        question: str, strategy: str, k: int, retrieval_mode: Literal["bm25", "dense", "hybrid"]
+        question: str,
+        strategy: str,
+        k: int | None,
+        retrieval_mode: RetrievalMode | None,
+        index: str | None,
+        filters: list[dict[str, Any]] | None,
     ) -> dict[str, Any]:
-        check_text(question, "question")
-        check_k(k, "k")
-        if strategy not in STRATEGIES:
-            raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field="strategy")
         runtime = await state.runtime()
-        slot = state.admit_question()
-        try:
-            answer = await runtime.strategy(strategy).answer(question, AskOptions(k=k, retrieval_mode=retrieval_mode))
-        finally:
-            slot.release()
-        state.metrics.question(strategy, "error" if answer.error else "ok", answer.trace.totals())
+        request = await usecases.ask_request(
+            runtime,
+            question,
+            caller=ADMIN,
+            strategy=strategy,
+            index=state.index_name(index) if index else None,
+            filters=filters,
+            k=k,
+            retrieval_mode=retrieval_mode,
+            fields=MCP_ASK,
+        )
+        answer = await state.answer(request)
         if answer.error is not None:
             answer.error.details["trace_id"] = answer.trace.trace_id
             raise ToolError(state.redact(f"{answer.error.error_type}: {answer.error} (trace {answer.trace.trace_id})"))
@@ -105,12 +115,13 @@ def build_server(state: ApiState) -> MCPServer:
             "answer": answer.text,
             "citations": [{"id": c.id, "title": c.title, "score": c.score} for c in answer.citations],
             "trace_id": answer.trace.trace_id,
-            "strategy": strategy,
+            "strategy": request.strategy,
+            "retrieval_mode": request.options.retrieval_mode,
             "totals": answer.trace.totals(),
         }
 
     async def run_outline(entity: str, namespace: str | None) -> dict[str, Any]:
-        check_text(entity, "entity")
+        check_text(entity, settings.api_max_question_chars, "entity")
         runtime = await state.runtime()
         hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
         if hit is None:
@@ -119,34 +130,39 @@ def build_server(state: ApiState) -> MCPServer:
         return outline
 
     async def run_trace(trace_id: str) -> dict[str, Any]:
-        check_text(trace_id, "id")
+        check_text(trace_id, settings.api_max_question_chars, "id")
         runtime = await state.runtime()
-        doc = await runtime.store.get_document(settings.traces_index, trace_id)
+        doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id)
         if doc is None:
             raise NotFound(f"trace [{trace_id}] not found")
         return doc
 
     async def search(
         query: Annotated[str, Field(description="Plain text (never query-string syntax).", min_length=1)],
-        mode: Annotated[Literal["bm25", "dense", "hybrid"], Field(description="Retrieval mode.")] = "bm25",
-        k: Annotated[int, Field(description="Number of passages.", ge=1)] = 5,
+        mode: Annotated[RetrievalMode, Field(description="Retrieval mode.")] = SEARCH_MODE,
+        k: Annotated[int, Field(description="Number of passages.", ge=1)] = SEARCH_K,
         filters: Annotated[
             list[dict[str, Any]] | None,
-            Field(
-                description="Metadata filters: term, terms, range, exists, and/or/not over source, path, doc_id, "
-                'lang, metadata.*, indexed_at … (e.g. {"term": {"source": "docs"}}).'
-            ),
+            Field(description=FILTERS_DOC),
         ] = None,
+        index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_search(query, mode, k, filters))
+        return await _guarded(state, run_search(query, mode, k, filters, index))
 
     async def ask(
         question: Annotated[str, Field(description="The question.", min_length=1)],
-        strategy: Annotated[str, Field(description=f"One of {', '.join(sorted(STRATEGIES))}.")] = "deeprag",
-        k: Annotated[int, Field(description="Passages per retrieval.", ge=1)] = 3,
-        retrieval_mode: Annotated[Literal["bm25", "dense", "hybrid"], Field(description="Retrieval mode.")] = "bm25",
+        strategy: Annotated[str, Field(description=f"One of {', '.join(sorted(STRATEGIES))}.")] = DEFAULT_STRATEGY,
+        k: Annotated[
+            int | None, Field(description="Passages per retrieval (default 5 for single, else 3).", ge=1)
+        ] = None,
+        retrieval_mode: Annotated[
+            RetrievalMode | None,
+            Field(description="Retrieval mode (default: the index's: hybrid where it has vectors, bm25 for dualrag)."),
+        ] = None,
+        index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
+        filters: Annotated[list[dict[str, Any]] | None, Field(description=FILTERS_DOC)] = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode))
+        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters))
 
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],

@@ -11,8 +11,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hopsearch.service.filters import parse_filters
-from hopsearch.service.strategies import AskOptions, Budget
+from hopsearch.service.api.json_depth import MAX_JSON_DEPTH
+from hopsearch.service.requests import (
+    DEFAULT_DEPTH,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_POLICY,
+    DEFAULT_STRATEGY,
+    SEARCH_K,
+    SEARCH_MODE,
+    Budget,
+    RetrievalPolicy,
+)
 from hopsearch.service.types import Fusion, RetrievalMode
 
 #: Absolute bounds of the schema; the configured limits (``api_max_*``) are usually tighter.
@@ -22,13 +31,16 @@ MAX_K = 10_000
 FILTERS_DOC = (
     "Metadata filters (hopsearch.service.filters): term, terms, range, exists, and/or/not over source, path, "
     "doc_id, lang, url, title.keyword, content_sha, chunk, indexed_at and metadata.<name>; a bad one is a 400 "
-    "naming the field."
+    "naming the field. A path is relative to its indexed folder, as hits show it (absolute: starting with /)."
 )
 FilterSpec = dict[str, Any]
 
 
-def _check_text(value: Any, where: str) -> None:
-    """Refuse lone surrogates (valid JSON escapes, but not UTF-8: no client could send them on)."""
+def _check_text(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse lone surrogates (valid JSON escapes, but not UTF-8: no client could send them on). The
+    service refuses deeper bodies before this (``json_depth``); the bound keeps the recursion safe anyway."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{where or 'body'}: nested deeper than {MAX_JSON_DEPTH} arrays and objects")
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -36,11 +48,11 @@ def _check_text(value: Any, where: str) -> None:
             raise ValueError(f"{where or 'body'}: text is not valid Unicode (lone surrogate)") from exc
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_text(key, where)
-            _check_text(item, f"{where}.{key}" if where else str(key))
+            _check_text(key, where, depth + 1)
+            _check_text(item, f"{where}.{key}" if where else str(key), depth + 1)
     elif isinstance(value, list):
         for number, item in enumerate(value):
-            _check_text(item, f"{where}.{number}")
+            _check_text(item, f"{where}.{number}", depth + 1)
 
 
 class _Strict(BaseModel):
@@ -59,8 +71,8 @@ class _Request(_Strict):
 
 class RetrieveRequest(_Request):
     query: str = Field(min_length=1, max_length=MAX_TEXT, description="Plain text (never query-string syntax).")
-    k: int = Field(10, ge=1, le=MAX_K, description="Number of hits (at most `api_max_k`).")
-    mode: RetrievalMode = Field("bm25", description="bm25, dense or hybrid.")
+    k: int = Field(SEARCH_K, ge=1, le=MAX_K, description="Number of hits (at most `api_max_k`).")
+    mode: RetrievalMode = Field(SEARCH_MODE, description="bm25, dense or hybrid.")
     filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     fusion: Fusion = Field("rrf", description="Hybrid: rrf (client-side), bool (one request), es_rrf (licence).")
     weights: tuple[float, float] = Field((1.0, 1.0), description="Hybrid, rrf and bool: weights of (bm25, dense).")
@@ -68,40 +80,38 @@ class RetrieveRequest(_Request):
     rerank: bool = Field(False, description="Reorder the top hits with the configured reranker.")
 
 
+_BUDGET = Budget()
+
+
 class BudgetModel(_Strict):
-    max_steps: int = Field(10, ge=1, le=50)
-    max_retrievals: int = Field(10, ge=0, le=100)
-    max_llm_calls: int = Field(40, ge=1, le=400)
+    max_steps: int = Field(_BUDGET.max_steps, ge=1, le=50)
+    max_retrievals: int = Field(_BUDGET.max_retrievals, ge=0, le=100)
+    max_llm_calls: int = Field(_BUDGET.max_llm_calls, ge=1, le=400)
     deadline_s: float | None = Field(
         None, ge=1, le=3600, description="Seconds the question may take (the strategy's timeout)."
     )
 
+    def to_budget(self) -> Budget:
+        return Budget(self.max_steps, self.max_retrievals, self.max_llm_calls, self.deadline_s)
+
 
 class AskOptionsModel(_Strict):
-    mode: Literal["model", "always", "never"] = "model"
-    max_depth: int = Field(10, ge=1, le=20)
-    k: int = Field(3, ge=1, le=MAX_K)
+    mode: RetrievalPolicy = DEFAULT_POLICY
+    max_depth: int = Field(DEFAULT_DEPTH, ge=1, le=20)
+    k: int | None = Field(None, ge=1, le=MAX_K, description="Passages per retrieval; default 5 for single, else 3.")
     retrieval_mode: RetrievalMode | None = Field(
         None,
         description="Default: the `retrieval_mode` setting where set, else the strategy's own "
         "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
     )
     filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
-    max_tokens: int = Field(100, ge=1, le=4096)
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=4096)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))
-
-    def to_options(self, retrieval_mode: RetrievalMode = "bm25") -> AskOptions:
-        """The options; ``retrieval_mode`` where the request sets none, filters validated (400 naming one)."""
-        b = self.budget
-        budget = Budget(b.max_steps, b.max_retrievals, b.max_llm_calls, b.deadline_s)
-        filters = tuple(parse_filters(self.filters, "body.options.filters"))
-        mode = self.retrieval_mode or retrieval_mode
-        return AskOptions(self.mode, self.max_depth, self.k, mode, self.max_tokens, budget, filters=filters)
 
 
 class AskRequest(_Request):
     question: str = Field(min_length=1, max_length=MAX_TEXT, description="At most `api_max_question_chars`.")
-    strategy: str = Field("deeprag", min_length=1, max_length=64, description="A strategy name (see `GET /`).")
+    strategy: str = Field(DEFAULT_STRATEGY, min_length=1, max_length=64, description="A strategy name (see `GET /`).")
     options: AskOptionsModel = Field(default_factory=lambda: AskOptionsModel.model_validate({}))
     stream: bool = Field(False, description="Server-Sent Events: one `step` event per step, then `answer`.")
 

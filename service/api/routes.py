@@ -11,6 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from hopsearch.service import requests, trace_reads, usecases
+from hopsearch.service.access import Caller
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
@@ -21,14 +23,14 @@ from hopsearch.service.api.models import (
     RetrieveResponse,
     SearchResponse,
 )
-from hopsearch.service.api.responses import OrjsonResponse, limit_message, status_of
-from hopsearch.service.api.state import ApiState
-from hopsearch.service.errors import HopsearchError, NotFound, RequestInvalid, StoreError
-from hopsearch.service.filters import parse_filters, refused_filter
+from hopsearch.service.api.responses import OrjsonResponse
+from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.errors import HopsearchError, NotFound
 from hopsearch.service.health import readiness
 from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.requests import HTTP_SEARCH, check_k
 from hopsearch.service.retrieval import without_vectors_note
-from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
+from hopsearch.service.types import Hit, SearchResult
 
 router = APIRouter()
 IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]
@@ -38,11 +40,6 @@ VERSION = "0.1.0"
 def state_of(request: Request) -> ApiState:
     state: ApiState = request.app.state.api
     return state
-
-
-def check_k(state: ApiState, k: int, field: str) -> None:
-    if k > state.settings.api_max_k:
-        raise RequestInvalid(limit_message(state.settings, "api_max_k"), field=field)
 
 
 def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
@@ -118,37 +115,22 @@ async def metrics(request: Request) -> Response:
 @router.post("/{index}/_retrieve", response_model=None, responses={200: {"model": RetrieveResponse}})
 async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) -> OrjsonResponse:
     """BM25, dense or hybrid search with literal filters; the mode and dense method used are reported."""
-    return OrjsonResponse(await run_retrieve(state_of(request), index, body))
+    return OrjsonResponse(await run_retrieve(state_of(request), caller_of(request.scope), index, body))
 
 
-async def run_retrieve(state: ApiState, index: str, body: RetrieveRequest) -> dict[str, Any]:
+async def run_retrieve(state: ApiState, caller: Caller, index: str, body: RetrieveRequest) -> dict[str, Any]:
     """The body of a ``_retrieve`` answer (this route's, and :mod:`.fast_retrieve`'s for well-formed
     requests)."""
     started = time.perf_counter()
-    check_k(state, body.k, "body.k")
-    if len(body.query) > state.settings.api_max_question_chars:
-        raise RequestInvalid(f"longer than {state.settings.api_max_question_chars} characters", field="body.query")
-    runtime = await state.for_index(index)
-    clauses = parse_filters(body.filters, "body.filters")
-    query = RetrievalQuery(
-        body.query,
-        k=body.k,
-        mode=body.mode,
-        filters=clauses,
-        fusion=body.fusion,
-        weights=body.weights,
-        legs=body.legs,
-        rerank=body.rerank,
+    runtime = await state.runtime()
+    query = requests.Query(body.query, body.k, body.mode, body.fusion, body.weights, body.legs, body.rerank)
+    search = usecases.search_request(
+        runtime, [query], caller=caller, index=state.index_name(index), filters=body.filters, fields=HTTP_SEARCH
     )
-    try:
-        result = (await runtime.retriever.search_many([query]))[0]
-    except StoreError as exc:
-        if clauses and status_of(exc) == 400:
-            raise refused_filter(clauses, str(exc).removeprefix("msearch: ")) from exc
-        raise
+    [result] = await usecases.search(runtime, search)
     state.metrics.retrieval(result.mode)
     took = round((time.perf_counter() - started) * 1000)
-    return retrieve_envelope(runtime.retriever.index, result, took, state.hit_sources)
+    return retrieve_envelope(search.scope.index, result, took, state.hit_sources)
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})
@@ -157,7 +139,7 @@ async def get_trace(request: Request, trace_id: Annotated[str, Path(min_length=1
     state = state_of(request)
     runtime = await state.runtime()
     index = state.settings.traces_index
-    doc = await runtime.store.get_document(index, trace_id)
+    doc = await trace_reads.trace(runtime.store, index, trace_id)
     if doc is None:
         raise NotFound(f"trace [{trace_id}] not found", details={"index": index})
     return OrjsonResponse({"_index": index, "_id": trace_id, "found": True, "_source": doc})
@@ -183,7 +165,7 @@ async def search_outlines(request: Request, body: OutlineSearchRequest) -> Orjso
     """Outlines by entity (key, name or alias) and/or text over names, aliases and facts."""
     started = time.perf_counter()
     state = state_of(request)
-    check_k(state, body.size, "body.size")
+    check_k(body.size, state.settings.api_max_k, "body.size")
     runtime = await state.runtime()
     outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
     found = await outlines.search_hits(query=body.query, entity=body.entity, namespace=body.namespace, size=body.size)

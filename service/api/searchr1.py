@@ -14,13 +14,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
+from hopsearch.service import usecases
 from hopsearch.service.api.models import MAX_K, _Request
 from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.routes import check_k, state_of
+from hopsearch.service.api.routes import state_of
+from hopsearch.service.api.state import caller_of
 from hopsearch.service.errors import RequestInvalid
-from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery
+from hopsearch.service.requests import Fields, Query
+from hopsearch.service.types import Hit, RetrievalMode
 
 router = APIRouter()
+SEARCH_R1 = Fields(text="body.queries", k="body.topk")
 
 
 class SearchR1Request(_Request):
@@ -61,16 +65,12 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     settings = state.settings
     if len(body.queries) > settings.api_max_queries:
         raise RequestInvalid(f"at most {settings.api_max_queries} queries (api_max_queries)", field="body.queries")
-    for number, query in enumerate(body.queries):
-        if len(query) > settings.api_max_question_chars:
-            limit = settings.api_max_question_chars
-            raise RequestInvalid(f"longer than {limit} characters", field=f"body.queries.{number}")
     topk = body.topk or settings.retrieve_topk
-    check_k(state, topk, "body.topk")
     mode = body.mode or settings.retrieve_mode
     runtime = await state.runtime()
-    queries = [RetrievalQuery(text, k=topk, mode=mode) for text in body.queries]
-    results = await runtime.retriever.search_many(queries)
+    queries = [Query(text, k=topk, mode=mode) for text in body.queries]
+    search = usecases.search_request(runtime, queries, caller=caller_of(request.scope), fields=SEARCH_R1)
+    results = await usecases.search(runtime, search)
     for result in results:
         state.metrics.retrieval(result.mode)
     rows = [[result_item(hit, body.return_scores) for hit in result.hits] for result in results]

@@ -1,21 +1,25 @@
 """What the app keeps between requests: one :class:`~hopsearch.service.runtime.Runtime` (store,
-embedder, LLM client, trace sink — opened once, lazily, and reused by every request), the mapping
-of index names in URLs onto the passages alias, and the slots for concurrent questions."""
+embedder, LLM client, trace sink — opened once, lazily, and reused by every request and every index),
+the mapping of index names in URLs onto the passages alias, and the slots for concurrent questions."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 
+from hopsearch.service import usecases
+from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.responses import Redactor
 from hopsearch.service.errors import IndexMissing, TooManyRequests
-from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.requests import AskRequest
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.settings import Settings
+from hopsearch.service.strategies import Answer, StepListener
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,6 @@ class ApiState:
         self._runtime = runtime
         self._owns_runtime = runtime is None
         self._lock = asyncio.Lock()
-        self._per_index: dict[str, Runtime] = {}
         alias = re.escape(settings.passages_alias)
         self._names = re.compile(rf"^(?:{alias}|{alias}-v\d{{1,6}})$")
 
@@ -67,19 +70,6 @@ class ApiState:
             raise IndexMissing(f"no such index [{name}]", details={"index": name})
         return name
 
-    async def for_index(self, name: str) -> Runtime:
-        """A runtime whose retriever searches ``name`` (shares the clients of the main one)."""
-        runtime = await self.runtime()
-        index = self.index_name(name)
-        if index == runtime.retriever.index:
-            return runtime
-        found = self._per_index.get(index)
-        if found is None:
-            retriever = EsRetriever(runtime.store, runtime.embedder, index=index, reranker=runtime.retriever.reranker)
-            found = dataclasses.replace(runtime, retriever=retriever, _strategies={})
-            self._per_index[index] = found
-        return found
-
     def admit_question(self) -> AskSlot:
         limit = self.settings.api_max_concurrent_asks
         if self.asks_in_flight >= limit:
@@ -90,7 +80,25 @@ class ApiState:
         self.metrics.asks_in_flight.inc()
         return AskSlot(self)
 
+    async def answer(
+        self, request: AskRequest, *, slot: AskSlot | None = None, on_step: StepListener | None = None
+    ) -> Answer:
+        """The ask use case in an admitted slot (``slot``, or one admitted here), counted in the metrics."""
+        slot = slot or self.admit_question()
+        try:
+            answer = await usecases.ask(await self.runtime(), request, on_step=on_step)
+        finally:
+            slot.release()
+        self.metrics.question(request.strategy, "error" if answer.error else "ok", answer.trace.totals())
+        return answer
+
     async def close(self) -> None:
         if self._runtime is not None and self._owns_runtime:
             await self._runtime.close()
         self._runtime = None
+
+
+def caller_of(scope: Mapping[str, Any]) -> Caller:
+    """Who makes the request of this ASGI ``scope``: every key the gate accepts is an admin key, and an
+    open (loopback) service serves admins."""
+    return ADMIN

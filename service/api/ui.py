@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path, Query, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse
 
+from hopsearch.service import trace_reads
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.errors import NotFound
 
@@ -107,21 +108,14 @@ async def list_page(request: Request, size: Annotated[int, Query(ge=1, le=1000)]
     state = state_of(request)
     runtime = await state.runtime()
     index = state.settings.traces_index
-    fields = ["trace_id", "question", "strategy", "status", "started_at", "answer", "totals"]
-    body = {"size": size, "sort": [{"started_at": {"order": "desc"}}], "_source": fields}
-    if await runtime.store.exists(index):
-        found = await runtime.store.search(index, body)
-        rows = [dict(h.get("_source") or {}, _id=h["_id"]) for h in found.get("hits", {}).get("hits", [])]
-    else:
-        rows = []
-    return HTMLResponse(render_list(rows, index))
+    return HTMLResponse(render_list(await trace_reads.recent_traces(runtime.store, index, size), index))
 
 
 @router.get("/_ui/traces/{trace_id}", response_class=HTMLResponse, include_in_schema=False)
 async def trace_page(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> HTMLResponse:
     state = state_of(request)
     runtime = await state.runtime()
-    doc = await runtime.store.get_document(state.settings.traces_index, trace_id)
+    doc = await trace_reads.trace(runtime.store, state.settings.traces_index, trace_id)
     if doc is None:
         raise NotFound(f"trace [{trace_id}] not found", details={"index": state.settings.traces_index})
     found = await runtime.store.get_sources(state.settings.passages_alias, passage_ids(doc), ["title"])

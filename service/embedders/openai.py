@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import httpx
 
 from hopsearch.service.errors import EmbedderError
+from hopsearch.service.settings import shown_url
 
 
 class OpenAIEmbedder:
@@ -65,7 +66,8 @@ class OpenAIEmbedder:
                     f"or a dimension other than {self._dims}"
                 )
             return vectors
-        raise EmbedderError(f"embeddings request to {self._client.base_url} failed: {last}") from last
+        # httpx's messages quote the URL, user:password@ included.
+        raise EmbedderError(shown_url(f"embeddings request to {self._client.base_url} failed: {last}")) from last
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []

@@ -13,14 +13,17 @@ retrieved over a whole question, from its trace.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery, Retriever
+from hopsearch.service.requests import Query
+from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
 FUSIONS = ("rrf", "bool", "es_rrf")
+#: The search use case over the evaluated index (the front end builds the request of each batch).
+Search = Callable[[Sequence[Query]], Awaitable[list[SearchResult]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +44,7 @@ class Scored:
     complete: bool
 
 
-def query_of(spec: str, text: str, k: int) -> RetrievalQuery:
+def query_of(spec: str, text: str, k: int) -> Query:
     """The retrieval query of a mode spec (``hybrid:bool+rerank``); a bad spec is a :class:`ConfigError`."""
     base, _, extra = spec.partition("+")
     if extra not in ("", "rerank"):
@@ -49,7 +52,7 @@ def query_of(spec: str, text: str, k: int) -> RetrievalQuery:
     mode, _, fusion = base.partition(":")
     if mode not in ("bm25", "dense", "hybrid") or (fusion and (mode != "hybrid" or fusion not in FUSIONS)):
         raise ConfigError(f"mode {spec!r}: one of bm25, dense, hybrid, hybrid:rrf, hybrid:bool, hybrid:es_rrf")
-    return RetrievalQuery(
+    return Query(
         text,
         k=k,
         mode=cast(RetrievalMode, mode),
@@ -93,7 +96,7 @@ def summarize(scored: Sequence[Scored], label: str) -> dict[str, Any]:
 
 
 async def evaluate_mode(
-    retriever: Retriever, items: Sequence[GoldItem], spec: str, k: int, *, batch: int = 32
+    search: Search, items: Sequence[GoldItem], spec: str, k: int, *, batch: int = 32
 ) -> dict[str, Any]:
     """recall@k and all@k of one mode spec over ``items`` (``batch`` questions per ``_msearch``), with the
     fusion that actually ran (and why not the one asked for) and the reranker when one ran."""
@@ -103,7 +106,7 @@ async def evaluate_mode(
     rerankers: set[str] = set()
     for start in range(0, len(items), batch):
         chunk = items[start : start + batch]
-        results = await retriever.search_many([query_of(spec, item.question, k) for item in chunk])
+        results = await search([query_of(spec, item.question, k) for item in chunk])
         for item, result in zip(chunk, results, strict=True):
             scored.append(score_titles(item, [hit.title for hit in result.hits[:k]]))
             fusions[result.fusion] += 1

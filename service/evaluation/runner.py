@@ -1,7 +1,8 @@
 """Drive a strategy over benchmark questions with bounded concurrency; one row per question.
 
-The runner takes questions as plain data (:class:`EvalItem`), so it stays independent of file
-formats (``hopsearch.loaders.questions`` reads those) and of presentation (the CLI prints).
+The runner takes questions as plain data (:class:`EvalItem`) and the ask use case as a function of the
+question (the front end builds each question's request), so it stays independent of file formats
+(``hopsearch.loaders.questions`` reads those), of requests and of presentation (the CLI prints).
 """
 
 from __future__ import annotations
@@ -9,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from hopsearch.service.evaluation.metrics import score
 from hopsearch.service.strategies.answer_types import NO_ANSWER
-from hopsearch.service.strategies.base import Answer, AskOptions, Strategy
+from hopsearch.service.strategies.base import Answer
+
+#: Answers one question (the ask use case over a request the front end built for it).
+Ask = Callable[[str], Awaitable[Answer]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +78,9 @@ def final_answer_type(answer: Answer) -> str | None:
     return next((s.answer_type for s in reversed(answer.trace.steps) if s.answer_type is not None), None)
 
 
-async def evaluate_one(strategy: Strategy, item: EvalItem, options: AskOptions) -> EvalRow:
+async def evaluate_one(ask: Ask, item: EvalItem) -> EvalRow:
     started = time.monotonic()
-    answer = await strategy.answer(item.question, options)
+    answer = await ask(item.question)
     totals = answer.trace.totals()
     scores = score(answer.text, item.answers)
     return EvalRow(
@@ -101,9 +105,8 @@ async def evaluate_one(strategy: Strategy, item: EvalItem, options: AskOptions) 
 
 
 async def run_eval(
-    strategy: Strategy,
+    ask: Ask,
     items: Sequence[EvalItem],
-    options: AskOptions,
     *,
     concurrency: int = 4,
     on_row: Callable[[EvalRow], None] | None = None,
@@ -114,7 +117,7 @@ async def run_eval(
 
     async def one(item: EvalItem) -> EvalRow:
         async with gate:
-            row = await evaluate_one(strategy, item, options)
+            row = await evaluate_one(ask, item)
         if on_row is not None:
             on_row(row)
         return row

@@ -1,11 +1,10 @@
-"""Answering strategies behind one protocol: ``answer(question, options) -> Answer``."""
+"""Answering strategies behind one protocol: ``answer(request, on_step=None) -> Answer``."""
 
+from hopsearch.service.requests import AskOptions, AskRequest, Budget, RetrievalPolicy
 from hopsearch.service.strategies.base import (
     Answer,
-    AskOptions,
-    Budget,
-    RetrievalPolicy,
     RunContext,
+    StepListener,
     Strategy,
     depth_for,
     run_recorded,
@@ -21,6 +20,7 @@ __all__ = [
     "STRATEGIES",
     "Answer",
     "AskOptions",
+    "AskRequest",
     "Budget",
     "DeepRAG",
     "DualRAG",
@@ -29,6 +29,7 @@ __all__ = [
     "RetrievalPolicy",
     "RunContext",
     "SingleRetrieval",
+    "StepListener",
     "Strategy",
     "build_strategy",
     "depth_for",

@@ -151,6 +151,13 @@ _UNKNOWN = re.compile(
     r"\s*[.!]?\s*$|^\s*(?:不明|わかりません|分かりません|わからない|分からない)[。.]?\s*$",
     re.IGNORECASE,
 )
+#: A filler in place of an answer (whole reply): "(no)", "(none)", "N/A", "(unknown)" — the prompts' own
+#: "(none yet)" and "(yes or no)" copied, or an empty slot marked. Not an answer, like "I do not know".
+_FILLER = re.compile(
+    r"^\s*(?:\(\s*(?:no|none|none yet|nothing|nothing known yet|unknown|n\s*/\s*a|no answer|not known|empty|blank)"
+    r"\s*[.!]?\s*\)|n\s*/\s*a|none)\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"\w+")
 _YES = re.compile(r"^\s*(?:yes|yeah|true|correct)\b|^\s*(?:はい|そうです)", re.IGNORECASE)
 _NO = re.compile(r"^\s*(?:no|false|incorrect)\b|^\s*(?:いいえ|違います|ちがいます)", re.IGNORECASE)
@@ -185,10 +192,10 @@ def _words(text: str) -> str:
 
 def is_answer(text: str, question: str) -> bool:
     """False for what is not an answer: nothing with a letter or digit, an echoed instruction, a reply
-    saying the model does not know, the question copied back, or any other question."""
+    saying the model does not know, a filler ("(no)", "N/A"), the question copied back, or any other question."""
     if not any(char.isalnum() for char in text):
         return False
-    if _ECHOES.match(text) or _UNKNOWN.match(text) or text.rstrip().endswith(("?", "？")):
+    if _ECHOES.match(text) or _UNKNOWN.match(text) or _FILLER.match(text) or text.rstrip().endswith(("?", "？")):
         return False
     return _words(text) != _words(question)
 

@@ -1,9 +1,11 @@
-"""The strategy protocol, shared options and budgets, and the run harness every strategy uses.
+"""The strategy protocol and the run harness every strategy uses.
 
-:func:`run_recorded` gives a strategy body a :class:`RunContext` (LLM client, retriever, trace
-recorder, budgets, deadline), and always finishes the trace — with the error when the body fails —
-and writes it to the sink. Failures come back as :attr:`Answer.error` (see
-:meth:`Answer.raise_for_error`), so a trace exists for every question asked.
+:func:`run_recorded` gives a strategy body a :class:`RunContext` (LLM client, a retriever bound to the
+request's scope, trace recorder, budgets, deadline), and always finishes the trace — with the error when
+the body fails — and writes it to the sink. Failures come back as :attr:`Answer.error` (see
+:meth:`Answer.raise_for_error`), so a trace exists for every question asked. The request
+(:class:`~hopsearch.service.requests.AskRequest`) is an argument of every run: nothing of it is kept in
+the strategy, a context variable or a global.
 """
 
 from __future__ import annotations
@@ -11,55 +13,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import ClassVar, Protocol
 
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
-from hopsearch.service.filters import scoped
 from hopsearch.service.llm import LLMClient, StopFallback
+from hopsearch.service.requests import AskRequest
 from hopsearch.service.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
-from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever, SearchResult
+from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever, Searcher, SearchResult
 
 log = logging.getLogger(__name__)
 
-RetrievalPolicy = Literal["model", "always", "never"]
 _GRACE_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """Limits shared by all strategies. ``timeout_s`` None means the strategy's own ``timeout_s``
-    (``settings.llm_deadline`` for strategies the registry builds)."""
-
-    max_steps: int = 10
-    max_retrievals: int = 10
-    max_llm_calls: int = 40
-    timeout_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AskOptions:
-    """Per-question options. ``max_depth``: 6 for HotpotQA-style questions, 10 otherwise."""
-
-    mode: RetrievalPolicy = "model"
-    max_depth: int = 10
-    k: int = 3
-    retrieval_mode: RetrievalMode = "bm25"
-    max_tokens: int = 100
-    budget: Budget = field(default_factory=Budget)
-    #: Validated filter clauses (:func:`hopsearch.service.filters.parse_filters`) every retrieval applies.
-    filters: tuple[Mapping[str, Any], ...] = ()
-    #: Worked examples put before the question (for models not trained on the strategy's format).
-    demonstrations: str = ""
-    #: A query already asked in this question (normalised) is not retrieved again: the step's
-    #: decision is ``repeat`` and the strategy moves to its final answer. Off only to measure
-    #: the old behaviour (``benchmarks/bench_answer_speed.py``).
-    repeat_guard: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+#: Called with each step as it is recorded (the HTTP service streams steps as Server-Sent Events).
+StepListener = Callable[[Step], None]
 
 
 def depth_for(dataset: str) -> int:
@@ -85,7 +54,7 @@ class Strategy(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def answer(self, question: str, options: AskOptions) -> Answer: ...
+    async def answer(self, request: AskRequest, *, on_step: StepListener | None = None) -> Answer: ...
 
 
 @dataclass(eq=False)
@@ -103,25 +72,25 @@ class RecordedStrategy:
     #: the setting's default.
     preferred_retrieval_mode: ClassVar[RetrievalMode | None] = None
     llm: LLMClient
-    retriever: Retriever
+    retriever: Searcher
     sink: TraceSink | None = None
     _: KW_ONLY
     timeout_s: float = DEFAULT_TIMEOUT_S
     stop_fallback: StopFallback = "stream"
 
-    async def answer(self, question: str, options: AskOptions) -> Answer:
+    async def answer(self, request: AskRequest, *, on_step: StepListener | None = None) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
-            return await self._run(context, question)
+            return await self._run(context, request.question)
 
         return await run_recorded(
             self.name,
-            question,
-            options,
+            request,
             llm=self.llm,
             retriever=self.retriever,
             sink=self.sink,
             body=body,
             timeout_s=self.timeout_s,
+            on_step=on_step,
         )
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
@@ -129,20 +98,22 @@ class RecordedStrategy:
 
 
 class RunContext:
-    """What a strategy body works with: clients, the recorder, budgets and the deadline."""
+    """What a strategy body works with: clients, the retriever bound to the request's scope, the recorder,
+    the request (its options and budgets) and the deadline."""
 
     def __init__(
         self,
         llm: LLMClient,
         retriever: Retriever,
         recorder: TraceRecorder,
-        options: AskOptions,
+        request: AskRequest,
         deadline: float,
     ) -> None:
         self.llm = llm
         self.retriever = retriever
         self.recorder = recorder
-        self.options = options
+        self.request = request
+        self.options = request.options
         self.deadline = deadline
 
     def check_llm_budget(self, calls: int = 1) -> None:
@@ -202,28 +173,29 @@ Body = Callable[[RunContext], Awaitable[tuple[str, Sequence[Citation]]]]
 
 async def run_recorded(
     name: str,
-    question: str,
-    options: AskOptions,
+    request: AskRequest,
     *,
     llm: LLMClient,
-    retriever: Retriever,
+    retriever: Searcher,
     sink: TraceSink | None,
     body: Body,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_step: StepListener | None = None,
 ) -> Answer:
-    """Run ``body`` under the budget's deadline (``timeout_s`` where the budget names none); finish and
-    write the trace whatever happens."""
-    recorder = TraceRecorder(question, name, llm.model, options.to_dict())
-    seconds = options.budget.timeout_s or timeout_s
+    """Run ``body`` over the request's scope under the budget's deadline (``timeout_s`` where the budget
+    names none); finish and write the trace whatever happens. ``on_step`` sees each step as recorded."""
+    recorder = TraceRecorder(
+        request.question, name, llm.model, request.trace_options(), on_step, scope=request.trace_scope()
+    )
+    seconds = request.options.budget.timeout_s or timeout_s
     deadline = time.monotonic() + seconds
-    context = RunContext(llm, retriever, recorder, options, deadline)
+    context = RunContext(llm, retriever.bind(request.scope), recorder, request, deadline)
     error: HopsearchError | None = None
     text: str | None = None
     citations: Sequence[Citation] = ()
     try:
         async with asyncio.timeout(seconds + _GRACE_S), llm.question():
-            with scoped(options.filters):
-                text, citations = await body(context)
+            text, citations = await body(context)
     except TimeoutError as exc:
         error = LLMTimeout(f"no answer within the deadline of {seconds:g} s")
         error.__cause__ = exc

@@ -38,13 +38,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hopsearch.service.llm import Completion, complete_until, continue_until
+from hopsearch.service.requests import AskOptions
 from hopsearch.service.strategies.answer_guides import guided_answer
-from hopsearch.service.strategies.base import (
-    AskOptions,
-    RecordedStrategy,
-    RunContext,
-    citations_of,
-)
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, normalise_query, typed_final
 from hopsearch.service.traces import Citation, Decision, Step
 from hopsearch.service.types import Hit

@@ -4,7 +4,8 @@ Multi-Hop Question Answering" (ACL 2025, arXiv:2504.18243).
 Each iteration: the Reasoner writes the next thought and says whether knowledge is missing
 (``{thought, need_retrieve}``); if so, the Entity Identifier names the entities it is about, with
 search keywords (``{entities: [{entity, keywords, same_as}]}``), and each name is linked to a known
-entity (same normalised key, a known alias, or the model's ``same_as``). Entities whose fresh facts
+entity (same normalised key, a known alias, or the model's ``same_as``); names and keywords copied from
+the prompt itself (its keys, "(none)", "a | b | c") are dropped and listed in the step. Entities whose fresh facts
 are stored in the outlines index (same namespace, younger than ``outline_max_age_s``) reuse them
 instead of retrieving — once per run, as an ``outline_reuse`` step that lists the facts and their
 passage ids. For the others, every keyword is searched in ONE ``_msearch``, each entity's lists are
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from hopsearch.service.outlines import Fact, OutlineStore
-from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S, DEFAULT_OUTLINE_NAMESPACE
+from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -40,6 +41,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     REASONER_SCHEMA,
     answer_prompt,
     identifier_prompt,
+    prompt_copies,
     read_entities,
     read_reasoning,
     reasoner_prompt,
@@ -65,12 +67,11 @@ class DualRAG(RecordedStrategy):
     preferred_retrieval_mode = "bm25"
     outlines: OutlineStore | None = None
     embedder: Embedder | None = None
-    namespace: str = DEFAULT_OUTLINE_NAMESPACE
     max_age_s: float = DEFAULT_OUTLINE_MAX_AGE_S
     persist: bool = True
 
     def __post_init__(self) -> None:
-        self.link = OutlineLink(self.outlines, self.namespace, self.max_age_s, self.persist)
+        self.link = OutlineLink(self.outlines, self.max_age_s, self.persist)
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -105,7 +106,7 @@ class DualRAG(RecordedStrategy):
             searches = await self.link.reuse(context, run, searches, depth)
             if searches:
                 await self._aggregate(context, run, searches, depth)
-            await self.link.save(run)
+            await self.link.save(run, context.request.namespace)
         return await self._final(context, run, stop, depth)
 
     async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:
@@ -128,6 +129,11 @@ class DualRAG(RecordedStrategy):
             EntitySearch(key, run.sections[key].entity.name, tuple(words[: 2 * MAX_KEYWORDS]))
             for key, words in merged.items()
         ]
+        details: dict[str, object] = {"links": links}
+        copies = prompt_copies(reply.value)
+        if copies:  # the prompt's own words (its keys, "(none)", "a | b | c"): never searched
+            details["copied_from_prompt"] = copies
+            details["note"] = f"not searched, copied from the prompt: {' | '.join(copies)}"
         context.recorder.add(
             json_step(
                 "identify",
@@ -136,7 +142,7 @@ class DualRAG(RecordedStrategy):
                 name="identifier",
                 depth=depth,
                 queries=tuple(k for s in searches for k in s.keywords),
-                details={"links": links},
+                details=details,
             )
         )
         return searches
@@ -144,7 +150,7 @@ class DualRAG(RecordedStrategy):
     async def _aggregate(self, context: RunContext, run: RunOutline, searches: list[EntitySearch], depth: int) -> None:
         started = time.monotonic()
         mode = context.options.retrieval_mode
-        candidates = await gather_candidates(self.retriever, searches, mode=mode)
+        candidates = await gather_candidates(context.retriever, searches, mode=mode)
         ranked = await rerank(self.embedder, searches, candidates)
         context.recorder.add(
             Step(

@@ -81,11 +81,10 @@ def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
 
 
 class OutlineLink:
-    """Reuse and persistence of outlines in one namespace, with a freshness limit."""
+    """Reuse and persistence of outlines, with a freshness limit, in the namespace of each run's request."""
 
-    def __init__(self, store: OutlineStore | None, namespace: str, max_age_s: float, persist: bool) -> None:
+    def __init__(self, store: OutlineStore | None, max_age_s: float, persist: bool) -> None:
         self.store = store
-        self.namespace = namespace
         self.max_age_s = max_age_s
         self.persist = persist
 
@@ -102,7 +101,7 @@ class OutlineLink:
         names = [n for key in unchecked for n in (run.sections[key].entity.name, *run.sections[key].entity.aliases)]
         started = time.monotonic()
         try:
-            stored = await self.store.lookup(self.namespace, names)
+            stored = await self.store.lookup(context.request.namespace, names)
         except HopsearchError as exc:
             log.warning("outline lookup failed; retrieving instead: %s", exc)
             return list(searches)
@@ -139,12 +138,12 @@ class OutlineLink:
                     latency_ms=round((time.monotonic() - started) * 1000, 3),
                     decision="parametric",
                     decided_by="outline",
-                    details={"namespace": self.namespace, "max_age_s": self.max_age_s, "facts": reused},
+                    details={"namespace": context.request.namespace, "max_age_s": self.max_age_s, "facts": reused},
                 )
             )
         return remaining
 
-    async def save(self, run: RunOutline) -> None:
+    async def save(self, run: RunOutline, namespace: str) -> None:
         """Write the facts and spellings found since the last save (a failed write is logged, not fatal)."""
         if self.store is None or not self.persist:
             return
@@ -155,7 +154,7 @@ class OutlineLink:
             name = section.stored_name or section.entity.name
             names = (section.entity.name, *section.entity.aliases)
             aliases = tuple(a for a in names if a.casefold() != name.casefold())
-            outlines.append(EntityOutline(self.namespace, name, aliases, tuple(section.unsaved)))
+            outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved)))
         if not outlines:
             return
         try:

@@ -8,6 +8,7 @@ grammar cannot ramble past ``max_tokens`` (they are dropped for OpenAI, see ``st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,19 @@ from hopsearch.service.types import Hit
 
 MAX_ENTITIES = 4
 MAX_KEYWORDS = 3
+#: What the prompts themselves say, which a small model copies as a value instead of thinking of one:
+#: the reply's keys, the identifier's kinds of entity, the fillers of an empty outline, reasoning or
+#: entity list (``(none yet)``). With them, the one-letter stand-ins it writes for "1 to 3" things
+#: (the local model searched "a | b | c"). An entity or keyword that is only these is dropped.
+PROMPT_WORDS = frozenset(
+    {
+        "thought", "need_retrieve", "entity", "entities", "keyword", "keywords", "same_as",
+        "people", "person", "works", "work", "places", "place", "organisations", "organisation",
+        "organizations", "organization", "name", "search query", "search queries", "short search queries",
+        "query", "queries", "none", "none yet", "nothing known yet", "known entities", "known entity",
+    }
+)  # fmt: skip
+_PARTS = re.compile(r"[|,;/]")
 
 REASONER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -88,8 +102,33 @@ def read_reasoning(value: Mapping[str, Any]) -> Reasoning:
     return Reasoning(text_of(value.get("thought")), _flag(value.get("need_retrieve")))
 
 
+def copied_from_prompt(text: str) -> bool:
+    """Whether ``text`` is only words of the prompt itself (:data:`PROMPT_WORDS`) or one-letter stand-ins."""
+    parts = [part.strip(" \"'()[]{}.:`") for part in _PARTS.split(text.casefold())]
+    parts = [part for part in parts if part]
+    return not parts or all(part in PROMPT_WORDS or (len(part) == 1 and part.isascii()) for part in parts)
+
+
+def prompt_copies(value: Mapping[str, Any]) -> list[str]:
+    """The entity names and keywords of an identifier reply that :func:`read_entities` drops as copied
+    from the prompt (the step lists them)."""
+    raw = value.get("entities")
+    copies: list[str] = []
+    for item in raw[:MAX_ENTITIES] if isinstance(raw, list) else []:
+        if isinstance(item, str):
+            item = {"entity": item}
+        if not isinstance(item, Mapping):
+            continue
+        name = text_of(item.get("entity"))
+        for text in [name, *distinct_texts(item.get("keywords"))] if name else []:
+            if copied_from_prompt(text) and text not in copies:
+                copies.append(text)
+    return copies
+
+
 def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
-    """The identified entities (empty names dropped, keywords de-duplicated and capped)."""
+    """The identified entities (empty names dropped, keywords de-duplicated and capped; names and
+    keywords copied from the prompt dropped: an entity without keywords of its own searches its name)."""
     raw = value.get("entities")
     if not isinstance(raw, list):
         raise LLMOutputError("entities must be a list", details={"value": dict(value)})
@@ -100,10 +139,11 @@ def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
         if not isinstance(item, Mapping):
             continue
         name = text_of(item.get("entity"))
-        if not name:
+        if not name or copied_from_prompt(name):
             continue
-        keywords = distinct_texts(item.get("keywords"))
+        keywords = [word for word in distinct_texts(item.get("keywords")) if not copied_from_prompt(word)]
         same_as = text_of(item.get("same_as")) or None
+        same_as = None if same_as is None or copied_from_prompt(same_as) else same_as
         found.append(EntityQuery(name, tuple(keywords[:MAX_KEYWORDS]) or (name,), same_as))
     return found
 

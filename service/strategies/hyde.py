@@ -134,7 +134,7 @@ class HyDE(RecordedStrategy):
         passages = await self._passages(context, subs)
         queries = self._queries(subs, passages)
         started = time.monotonic()
-        results = await self.retriever.search_many(queries)  # ONE _msearch for every list
+        results = await context.retriever.search_many(queries)  # ONE _msearch for every list
         fused = rrf([result.hits for result in results], k=RRF_K, size=context.options.k)
         context.recorder.add(
             Step(

@@ -14,23 +14,36 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
-from hopsearch.service.strategies.base import Strategy
+from hopsearch.service.strategies.base import RecordedStrategy, Strategy
 from hopsearch.service.strategies.deeprag import DeepRAG
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.hyde import HyDE
 from hopsearch.service.strategies.iterative import Iterative
 from hopsearch.service.strategies.single import SingleRetrieval
 from hopsearch.service.traces import TraceSink
-from hopsearch.service.types import Embedder, Retriever
+from hopsearch.service.types import Embedder, RetrievalMode, Searcher
 
 STRATEGIES: tuple[str, ...] = ("single", "deeprag", "dualrag", "iterative", "hyde")
+_CLASSES: dict[str, type[RecordedStrategy]] = {
+    "single": SingleRetrieval,
+    "deeprag": DeepRAG,
+    "dualrag": DualRAG,
+    "iterative": Iterative,
+    "hyde": HyDE,
+}
+
+
+def preferred_mode(name: str) -> RetrievalMode | None:
+    """The retrieval mode the strategy called ``name`` is measured best with (None: the setting's)."""
+    cls = _CLASSES.get(name)
+    return cls.preferred_retrieval_mode if cls is not None else None
 
 
 def build_strategy(
     name: str,
     *,
     llm: LLMClient,
-    retriever: Retriever,
+    retriever: Searcher,
     sink: TraceSink | None,
     store: Store | None = None,
     embedder: Embedder | None = None,
@@ -48,7 +61,6 @@ def build_strategy(
             sink,
             outlines=EsOutlineStore(store) if store is not None else None,
             embedder=embedder,
-            namespace=settings.outline_namespace,
             max_age_s=settings.outline_max_age_s,
             persist=settings.outline_persist,
             timeout_s=timeout_s,

@@ -1,6 +1,6 @@
 """``POST /{index}/_retrieve`` without the framework's request machinery: the hot path of the service.
 
-A pure ASGI middleware, innermost (inside :class:`~hopsearch.service.api.middleware.Gate`, so API keys,
+A pure ASGI middleware, innermost (inside :class:`~hopsearch.service.api.middleware.gate.Gate`, so API keys,
 body limits and metrics apply as to any route). For a well-formed request — a JSON object body sent as
 ``application/json`` that :class:`~hopsearch.service.api.models.RetrieveRequest` accepts — it parses the
 body once (orjson), validates it once (pydantic) and runs the route's own code
@@ -22,11 +22,11 @@ from pydantic import ValidationError
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware import leaf_routes
+from hopsearch.service.api.middleware.gate import leaf_routes
 from hopsearch.service.api.models import RetrieveRequest
 from hopsearch.service.api.responses import OrjsonResponse, error_response, status_of
 from hopsearch.service.api.routes import run_retrieve
-from hopsearch.service.api.state import ApiState
+from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError
 
 #: The route's path (``{index}`` matches as Starlette matches it: one segment) and bound.
@@ -96,7 +96,7 @@ class FastRetrieve:
         if route is not None:
             scope["route"] = route  # the gate labels the request's metrics with it
         try:
-            response = OrjsonResponse(await run_retrieve(self.state, found.group(1), request))
+            response = OrjsonResponse(await run_retrieve(self.state, caller_of(scope), found.group(1), request))
         except HopsearchError as exc:
             response = error_response(exc, self.state.redact, self._retry_after if status_of(exc) == 429 else None)
         await response(scope, receive, send)

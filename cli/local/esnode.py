@@ -1,6 +1,6 @@
 """Run a local single-node Elasticsearch from Maven Central's integ-test-zip (or ``ES_HOME``).
 
-Used by ``hopsearch es up|down|status`` and by the test suite (``python -m hopsearch.cli.esnode``
+Used by ``hopsearch es up|down|status`` and by the test suite (``python -m hopsearch.cli.local.esnode``
 works too). The zip is fetched once into ``<cache_dir>/es/`` (checked against Maven's SHA-1), unpacked
 there, and run on loopback as an unprivileged uid (Elasticsearch refuses root): through
 ``unshare --user --map-user=1000 --map-group=1000`` or, where that is unavailable, ``setpriv``.
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hopsearch.cli.process import alive, kill_group, probe, spawn, stop_group, wait_ready
+from hopsearch.cli.local.process import alive, kill_group, probe, spawn, stop_group, wait_ready
 from hopsearch.service.errors import NodeError
 from hopsearch.service.settings import Settings
 
@@ -380,14 +380,14 @@ def kill(spec: NodeSpec) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hopsearch.cli.esnode up|down|status [VERSION PORT DIR]`` for scripts."""
+    """``python -m hopsearch.cli.local.esnode up|down|status [VERSION PORT DIR]`` for scripts."""
     import sys
 
     from hopsearch.service.settings import load_settings
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("up", "down", "status"):
-        print("usage: python -m hopsearch.cli.esnode up|down|status")
+        print("usage: python -m hopsearch.cli.local.esnode up|down|status")
         return 2
     spec = spec_from_settings(load_settings())
     if args[0] == "up":

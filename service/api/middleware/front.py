@@ -7,8 +7,12 @@ A pure ASGI middleware, outermost. For each request it decides whether a hopsear
   response); a hopsearch key may come in ``X-Hopsearch-Key`` so that ``Authorization`` stays free for
   the caller's Elasticsearch credentials. ``GET /`` (:func:`root`) is Elasticsearch's own root body,
   with hopsearch's version and capabilities under ``hopsearch``.
-- Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the allow-list,
-  then :class:`~hopsearch.service.api.proxy.Forwarder` passes the request on with the caller's own
+- Under hopsearch's own prefixes (each route's first segment, ``/{index}/_retrieve``'s and ``_ask``'s
+  endpoint, and :data:`RESERVED` for routes to come) nothing is proxied: a path there that no route
+  matches (``/_ui/traces/a%2Fb``, ``/_traces/..%2F..``) is hopsearch's own 404.
+- Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the path
+  (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403), then
+  :class:`~hopsearch.service.api.middleware.proxy.Forwarder` passes the checked path on with the caller's own
   ``Authorization`` (the cluster decides what those credentials may do).
 """
 
@@ -17,15 +21,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware import check_key, leaf_routes
+from hopsearch.service.api.middleware.espath import parse_request
+from hopsearch.service.api.middleware.gate import check_key, leaf_routes
+from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
-from hopsearch.service.api.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.responses import OrjsonResponse, error_response
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState
@@ -36,6 +42,8 @@ router = APIRouter()
 PRODUCT = (b"x-elastic-product", b"Elasticsearch")
 #: Paths whose route decision :class:`Front` remembers (the memory is emptied when full).
 OWN_CACHE = 4096
+#: First segments hopsearch keeps for routes it adds later (never passed to the cluster meanwhile).
+RESERVED = frozenset({"_keys", "_groups"})
 
 
 @router.head("/", response_model=None)
@@ -64,7 +72,6 @@ async def root(request: Request) -> OrjsonResponse:
             "strategies": sorted(STRATEGIES),
             "streaming": True,
             "passages_index": state.settings.passages_alias,
-            "proxy_allow": list(state.settings.proxy_allow),
         },
     }
     return OrjsonResponse(body)
@@ -76,6 +83,7 @@ class Front:
         self.state = state
         self._routes = routes
         self._leaves: list[BaseRoute] | None = None
+        self._prefixes: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self._own_paths: dict[tuple[str, str], bool] = {}
         self.forwarder = Forwarder(state.settings)
 
@@ -97,15 +105,19 @@ class Front:
             self.state.metrics.request(scope["method"], "proxy", status, time.perf_counter() - started)
 
     def _own(self, scope: Scope) -> bool:
-        """Whether a hopsearch route answers ``scope``'s path (any method); remembered per path (the
-        same few paths come again and again: matching every route costs more than the rest of a
-        ``_retrieve``'s routing), up to :data:`OWN_CACHE` paths."""
+        """Whether hopsearch answers ``scope``'s path (any method): a route matches it, or it lies under
+        one of hopsearch's prefixes; remembered per path (the same few paths come again and again:
+        matching every route costs more than the rest of a ``_retrieve``'s routing), up to
+        :data:`OWN_CACHE` paths."""
         key = (scope["path"], scope.get("root_path", ""))
         own = self._own_paths.get(key)
         if own is None:
             if self._leaves is None:  # every route is registered before the first request
                 self._leaves = leaf_routes(self._routes)
-            own = any(route.matches(scope)[0] != Match.NONE for route in self._leaves)
+                self._prefixes = own_prefixes(self._leaves)
+            own = any(route.matches(scope)[0] != Match.NONE for route in self._leaves) or under_prefixes(
+                _route_path(scope), *self._prefixes
+            )
             if len(self._own_paths) >= OWN_CACHE:
                 self._own_paths.clear()
             self._own_paths[key] = own
@@ -132,10 +144,12 @@ class Front:
             headers = dict(scope["headers"])
             key = headers.get(KEY_HEADER)
             check_key(self.state, b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization"))
-            self.forwarder.check(scope["method"], scope["path"])
+            # the path as the caller sent it: every check, and the cluster, see the same segments
+            request = parse_request(scope["method"], scope.get("raw_path") or quote(scope["path"]).encode())
+            self.forwarder.check(request)
             runtime = await self.state.runtime()
             upstream = upstream_headers(scope, self.state.keys, runtime.store.info.major)
-            return await self.forwarder.forward(scope, receive, send, upstream)
+            return await self.forwarder.forward(scope, receive, send, request, upstream)
         except HopsearchError as exc:
             extra = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if exc.status == 401 else None
             response = error_response(exc, self.state.redact, extra)
@@ -150,6 +164,36 @@ class Front:
             await send(message)
 
         return closing
+
+
+def own_prefixes(routes: Sequence[BaseRoute]) -> tuple[frozenset[str], frozenset[str]]:
+    """hopsearch's first segments (``_ui``, ``_traces``, ``retrieve``, the ``_mcp`` mount, ...) and the
+    endpoints it serves after an index (``_retrieve``, ``_ask``), read from the routes themselves."""
+    firsts, endpoints = set(RESERVED), set()
+    for route in routes:
+        segments = [s for s in str(getattr(route, "path", "")).split("/") if s]
+        if not segments:
+            continue
+        if not segments[0].startswith("{"):
+            firsts.add(segments[0])
+        elif len(segments) > 1 and not segments[1].startswith("{"):
+            endpoints.add(segments[1])
+    return frozenset(firsts), frozenset(endpoints)
+
+
+def under_prefixes(path: str, firsts: frozenset[str], endpoints: frozenset[str]) -> bool:
+    """Whether the decoded ``path`` lies under one of hopsearch's prefixes (empty segments skipped, as
+    a lenient router would skip them; an endpoint counts in the first place too: ``/_retrieve``)."""
+    segments = [s for s in path.split("/") if s]
+    if not segments:
+        return False
+    return segments[0] in firsts or segments[0] in endpoints or (len(segments) > 1 and segments[1] in endpoints)
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _product(send: Send) -> Send:

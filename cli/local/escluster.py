@@ -14,8 +14,8 @@ import socket
 import time
 from dataclasses import replace
 
-from hopsearch.cli import esnode
-from hopsearch.cli.process import probe
+from hopsearch.cli.local import esnode
+from hopsearch.cli.local.process import probe
 from hopsearch.service.errors import NodeError
 
 #: Member ``i`` listens for HTTP on ``port + i`` and for its cluster peers on ``port + 100 + i`` (9200 and

@@ -5,6 +5,10 @@
   configured authentication is off.
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit.
+- Body depth: arrays and objects nested deeper than :data:`~hopsearch.service.api.json_depth.MAX_JSON_DEPTH`
+  → 400 naming the field, before any parser or validator recurses into the body. The body is read
+  here, whole, and given to the route again: a refusal raised while a route reads its body comes too
+  late for a mounted app (the MCP tools answer 500 first).
 - Metrics: one count and one latency observation per request, labelled with the route template (refused requests too).
 """
 
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.responses import error_response
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import (
@@ -96,11 +101,13 @@ class Gate:
 
         try:
             refused = self._refuse(scope)
+            if refused is None:
+                receive, refused = await self._read_body(receive)
             if refused is not None:
                 headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refused.status == 401 else None
                 await error_response(refused, self.state.redact, headers)(scope, receive, send_status)
                 return
-            await self.app(scope, self._limited(receive), send_status)
+            await self.app(scope, receive, send_status)
         finally:
             template = getattr(scope.get("route"), "path", None) or route_template(self._leaf_routes(), scope)
             self.state.metrics.request(scope["method"], template, status, time.perf_counter() - started)
@@ -126,17 +133,28 @@ class Gate:
             return exc
         return None
 
-    def _limited(self, receive: Receive) -> Receive:
+    async def _read_body(self, receive: Receive) -> tuple[Receive, ApiError | None]:
+        """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
+        gives its messages again, then the connection's own."""
         limit = self.state.settings.api_max_body_bytes
+        messages: list[Message] = []
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise RequestTooLarge(f"request body is over the limit of {limit} bytes")
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > limit:
+                return receive, RequestTooLarge(f"request body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        refused = too_deep(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
-        return limited
+        async def replayed() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        return replayed, refused

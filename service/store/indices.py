@@ -1,50 +1,30 @@
-"""The Elasticsearch store: indices from ``es_mappings/``, the passages alias, the embedder guard,
-documents, bulk writes and ``_msearch``.
+"""Index lifecycle: the indices from ``es_mappings/``, the passages alias over its versions, ``_meta`` and the
+embedder guard, index settings, listing and deletion under the prefix.
 
 Index layout (DESIGN §3): ``<prefix>-passages`` is an alias over ``<prefix>-passages-v<N>``; a rebuild
-fills a new version and :meth:`Store.swap_alias` moves the alias atomically. The passages index
+fills a new version and :meth:`IndexLifecycle.swap_alias` moves the alias atomically. The passages index
 ``_meta.hopsearch`` records the schema version, embedder id, dimensions, analyzer, Japanese analysis
-(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode;
-:meth:`Store.check_embedder` refuses vectors from any other embedder.
+(``ja_analysis``: kuromoji or SudachiPy tokens) and vector mode; :meth:`IndexLifecycle.check_embedder`
+refuses vectors from any other embedder.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import logging
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
-from types import ModuleType
 from typing import Any
 
-import orjson
-
-from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError, VersionConflict
-from hopsearch.service.esclient import NdjsonPoster, ServerInfo, body_of, call, make_client, probe, translated
+from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
+from hopsearch.service.esclient import body_of, call
 from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
-from hopsearch.service.settings import Settings
+from hopsearch.service.store.base import Connected
 from hopsearch.service.types import DenseMethod, Embedder
 
-log = logging.getLogger(__name__)
-
 SCHEMA_VERSION = 1
-
-
-def error_reason(err: Any) -> str:
-    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
-    only says ``all shards failed`` (that cause names the bad value)."""
-    if not isinstance(err, dict):
-        return str(err)
-    reason = f"{err.get('type')}: {err.get('reason')}"
-    for shard in err.get("failed_shards") or []:
-        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
-        cause = cause.get("caused_by") or cause
-        if isinstance(cause, dict) and cause.get("reason"):
-            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
-    return reason
 
 
 def load_template(name: str) -> dict[str, Any]:
@@ -74,50 +54,8 @@ def embedding_mapping(method: DenseMethod, dims: int) -> dict[str, Any]:
     return {"type": "float", "index": False, "doc_values": False}
 
 
-class Store:
-    """A connected store. Build it with :meth:`connect`; close it with :meth:`close`."""
-
-    def __init__(self, settings: Settings, client: Any, info: ServerInfo) -> None:
-        self.settings = settings
-        self.client = client
-        self.info = info
-        self._meta_cache: dict[str, dict[str, Any]] = {}
-        self._licence: dict[str, Any] | None = None
-        self._side_indices_ready = False
-        #: ``_msearch`` through the transport (8.x client); None: through the client's API (7.x)
-        self._poster = NdjsonPoster(client, settings) if info.major >= 8 and client is not None else None
-
-    @classmethod
-    async def connect(cls, settings: Settings) -> Store:
-        info = await probe(settings)
-        log.info("Elasticsearch %s, vector mode %s", info.number, info.dense_method)
-        return cls(settings, make_client(settings, info), info)
-
-    async def close(self) -> None:
-        await self.client.close()
-        # The 7.x client closes only the live connections of its pool: close those marked dead too.
-        pool = getattr(getattr(self.client, "transport", None), "connection_pool", None)
-        live = list(getattr(pool, "connections", ()))
-        for connection in getattr(pool, "orig_connections", ()):
-            if connection not in live:
-                await connection.close()
-
-    async def __aenter__(self) -> Store:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def _helpers(self) -> ModuleType:
-        """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
-        if self.info.major >= 8:
-            from elasticsearch import helpers
-
-            return helpers
-        from elasticsearch7 import helpers as helpers7
-
-        return helpers7
+class IndexLifecycle(Connected):
+    """Creating, finding, describing and deleting indices."""
 
     @property
     def analyzer(self) -> str:
@@ -130,7 +68,6 @@ class Store:
         """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
         return ja_analysis_for(self.info.modules)
 
-    # --- indices ---------------------------------------------------------------------------------
     async def exists(self, name: str) -> bool:
         return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
 
@@ -333,101 +270,6 @@ class Store:
             await call(self.client.indices.delete(index=name), f"delete {name}")
         self._meta_cache.clear()
 
-    # --- documents -------------------------------------------------------------------------------
-    def write_params(self) -> dict[str, str]:
-        """Query parameters of every write (documents and ``_bulk``): ``wait_for_active_shards`` where the
-        ``es_wait_for_active_shards`` setting asks for more than Elasticsearch's default, and a ``timeout``
-        for a shard without its copies (a primary on a node that left, copies not yet active) of half the
-        client's request timeout, so that Elasticsearch answers ``unavailable_shards_exception`` (a clear
-        error) before the client gives up on the request and resends it to the next node for as long."""
-        params = {"timeout": f"{max(1, int(self.settings.es_request_timeout / 2))}s"}
-        if self.settings.es_wait_for_active_shards:
-            params["wait_for_active_shards"] = self.settings.es_wait_for_active_shards
-        return params
-
-    async def put_document(
-        self,
-        index: str,
-        doc_id: str,
-        body: Mapping[str, Any],
-        *,
-        refresh: bool = False,
-        if_seq_no: int | None = None,
-        if_primary_term: int | None = None,
-        create: bool = False,
-    ) -> None:
-        """Index one document. ``if_seq_no``/``if_primary_term`` make it conditional on the version read
-        (optimistic concurrency) and ``create`` refuses an existing id; either refusal raises
-        :class:`~hopsearch.service.errors.VersionConflict`. Waits for ``es_wait_for_active_shards``."""
-        params: dict[str, Any] = {"refresh": "true" if refresh else "false"}
-        if if_seq_no is not None and if_primary_term is not None:
-            params |= {"if_seq_no": if_seq_no, "if_primary_term": if_primary_term}
-        if create:
-            params["op_type"] = "create"
-        params |= self.write_params()
-        await call(
-            self.client.index(index=index, id=doc_id, body=dict(body), **params),
-            f"index document into {index}",
-        )
-
-    async def create_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> bool:
-        """Write a document that must not exist yet (``op_type=create``); ``False`` where it already did,
-        so a retried append never duplicates nor overwrites."""
-        try:
-            await self.put_document(index, doc_id, body, refresh=refresh, create=True)
-        except VersionConflict:
-            return False
-        return True
-
-    async def get_versioned(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
-        """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
-        or ``None``. A real-time get: it sees the latest write without a refresh."""
-        try:
-            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
-        except IndexMissing:
-            return None
-        source = response.get("_source")
-        if not response.get("found") or not isinstance(source, dict):
-            return None
-        return dict(source), int(response["_seq_no"]), int(response["_primary_term"])
-
-    async def get_sources(self, index: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """``fields`` of the documents ``ids`` that exist (one ``_mget``), by id."""
-        if not ids:
-            return {}
-        try:
-            response = body_of(
-                await call(self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)), "mget")
-            )
-        except IndexMissing:
-            return {}
-        return {d["_id"]: d.get("_source") or {} for d in response.get("docs", []) if d.get("found")}
-
-    async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        try:
-            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
-        except IndexMissing:
-            return None
-        source = response.get("_source") if response.get("found") else None
-        return dict(source) if isinstance(source, dict) else None
-
-    async def refresh(self, index: str | None = None) -> None:
-        await call(self.client.indices.refresh(index=index or self.settings.passages_alias), "refresh")
-
-    async def count(self, index: str | None = None, query: Mapping[str, Any] | None = None) -> int:
-        body = {"query": dict(query)} if query else None
-        response = body_of(
-            await call(self.client.count(index=index or self.settings.passages_alias, body=body), "count")
-        )
-        return int(response["count"])
-
-    async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
-
-    async def cluster_health(self) -> dict[str, Any]:
-        """``GET _cluster/health`` (status, nodes, shards)."""
-        return body_of(await call(self.client.cluster.health(), "cluster health"))
-
     async def passages_replicas(self) -> int:
         """Replicas of a new passages index: the ``passages_replicas`` setting, else 1 where the cluster has
         more than one data node (a copy survives a node) and 0 on a single node (a replica could never
@@ -448,121 +290,3 @@ class Store:
             return body_of(await call(request, f"health of {index}"))
         except StoreError as exc:  # 408: not reached in time
             return {"status": None, "timed_out": True, "wanted": status, "error": str(exc)}
-
-    async def cluster_root(self) -> dict[str, Any]:
-        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
-        node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
-        try:
-            root = body_of(await call(self.client.info(), "info"))
-        except StoreError:
-            fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
-            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
-            node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
-            health = await self.cluster_health()
-            state = body_of(
-                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
-            )
-            build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
-            root = {
-                "name": node.get("name", ""),
-                "cluster_name": health.get("cluster_name", ""),
-                "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
-                "version": {"number": node.get("version", self.info.number), "build_flavor": "default", **build},
-            }
-        keys = ("name", "cluster_name", "cluster_uuid", "version")
-        return {**{key: root[key] for key in keys if key in root}, "tagline": "You Know, for Search"}
-
-    async def licence(self) -> dict[str, Any]:
-        """``GET /_license`` (read once; ``{}`` where the server has no licensing)."""
-        if self._licence is None:
-            try:
-                self._licence = body_of(await call(self.client.license.get(), "get licence"))
-            except StoreError:
-                self._licence = {}
-        return self._licence
-
-    async def msearch(
-        self, searches: Sequence[tuple[str, Mapping[str, Any]]], *, keep_errors: bool = False
-    ) -> list[dict[str, Any]]:
-        """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
-        A failed search raises with its reason (partial answers are not silently dropped), unless
-        ``keep_errors``: then its item (with ``error``) comes back for the caller to handle."""
-        if not searches:
-            return []
-        dumps = orjson.dumps  # one NDJSON body, passed through the client as is
-        lines = b"".join([b'{"index":' + dumps(index) + b"}\n" + dumps(body) + b"\n" for index, body in searches])
-        if self._poster is not None:
-            response = await self._poster.post("/_msearch", lines, "msearch")
-        else:  # the 7.x client
-            response = body_of(await call(self.client.msearch(body=lines), "msearch"))
-        out: list[dict[str, Any]] = []
-        for item in response.get("responses", []):
-            if "error" in item and not keep_errors:
-                reason = error_reason(item["error"])
-                cls = IndexMissing if item.get("status") == 404 else StoreError
-                raise cls(f"msearch: {reason}", details={"status": item.get("status")})
-            out.append(dict(item))
-        return out
-
-    async def post_bulk(self, index: str, body: bytes, *, filter_path: str) -> dict[str, Any]:
-        """One ``_bulk`` request of a ready NDJSON ``body`` into ``index`` (a refusal keeps its HTTP status
-        in the raised error's ``details``)."""
-        params = self.write_params()
-        if self.info.major >= 8:
-            request = self.client.bulk(operations=body, index=index, filter_path=filter_path, **params)
-        else:
-            request = self.client.bulk(body=body, index=index, filter_path=filter_path, **params)
-        return body_of(await call(request, "bulk"))
-
-    async def stream_bulk(
-        self,
-        actions: Iterable[Any] | AsyncIterable[Any],
-        *,
-        max_retries: int = 5,
-        initial_backoff: float = 1,
-        raise_on_exception: bool = False,
-        **options: Any,
-    ) -> AsyncIterator[tuple[bool, dict[str, Any]]]:
-        """``(ok, item)`` per action through the library's ``async_streaming_bulk`` (429s retried with
-        back-off; item errors yielded, not raised; :meth:`write_params` apply). An action may be a pair of
-        ready NDJSON lines ``(action, source)`` as bytes: the 7.x client is given them as text. ``options``
-        go to the helper (``index``, ``filter_path``, ``chunk_size``…)."""
-        if self.info.major < 8 and isinstance(actions, Iterable):
-            actions = (_as_text(action) for action in actions)
-        stream = self._helpers.async_streaming_bulk(
-            self.client,
-            actions,
-            raise_on_error=False,
-            raise_on_exception=raise_on_exception,
-            max_retries=max_retries,
-            initial_backoff=initial_backoff,
-            **(self.write_params() | options),
-        )
-        with translated("bulk"):
-            async for success, item in stream:
-                yield success, item
-
-    async def bulk(
-        self,
-        actions: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
-        *,
-        refresh: bool = False,
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """Index ``actions`` with the library's streaming helper; returns (ok count, per-item errors)."""
-        ok = 0
-        errors: list[dict[str, Any]] = []
-        async for success, item in self.stream_bulk(actions):
-            if success:
-                ok += 1
-            else:
-                errors.append(dict(item))
-        if refresh:
-            await self.refresh()
-        return ok, errors
-
-
-def _as_text(action: Any) -> Any:
-    """A pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
-    if isinstance(action, tuple) and all(isinstance(line, bytes) for line in action):
-        return tuple(line.decode() for line in action)
-    return action

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from hopsearch.cli.process import alive, probe, spawn, stop_group, wait_ready
+from hopsearch.cli.local.process import alive, probe, spawn, stop_group, wait_ready
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.settings import Settings
 

@@ -1,0 +1,152 @@
+"""The request values of the two use cases — :class:`AskRequest` and :class:`SearchRequest` — with their
+defaults, declared here once, and the checks every front end's input goes through.
+
+A request carries everything that decides its answer: who asks and what it reads (the
+:class:`~hopsearch.service.access.Scope`: index, validated filters, caller), the outline namespace, the
+retrieval mode, k, the strategy's options and its time limit. Front ends (HTTP, MCP, CLI, eval) build one
+with :func:`hopsearch.service.usecases.ask_request` / :func:`~hopsearch.service.usecases.search_request`
+and call :func:`~hopsearch.service.usecases.ask` / :func:`~hopsearch.service.usecases.search` with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from typing import Any, Literal
+
+from hopsearch.service.access import Scope
+from hopsearch.service.errors import RequestInvalid
+from hopsearch.service.types import Fusion, RetrievalMode, RetrievalQuery
+
+RetrievalPolicy = Literal["model", "always", "never"]
+
+#: The defaults of an ask, for every front end.
+DEFAULT_STRATEGY = "deeprag"
+DEFAULT_POLICY: RetrievalPolicy = "model"
+DEFAULT_DEPTH = 10
+DEFAULT_MAX_TOKENS = 100
+#: Passages per retrieval: a strategy that retrieves once reads more of them.
+DEFAULT_K = 3
+STRATEGY_K = {"single": 5}
+#: The defaults of a search (``_retrieve``, MCP ``search``, ``hopsearch search``).
+SEARCH_K = 10
+SEARCH_MODE: RetrievalMode = "bm25"
+
+
+def default_k(strategy: str) -> int:
+    """Passages per retrieval where a request names none: 5 for ``single``, 3 for the others."""
+    return STRATEGY_K.get(strategy, DEFAULT_K)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Limits shared by all strategies. ``timeout_s`` None means the strategy's own ``timeout_s``
+    (``settings.llm_deadline`` for strategies the registry builds): the question's deadline is its start
+    plus this."""
+
+    max_steps: int = 10
+    max_retrievals: int = 10
+    max_llm_calls: int = 40
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AskOptions:
+    """A strategy's options for one question. ``max_depth``: 6 for HotpotQA-style questions, 10 otherwise."""
+
+    mode: RetrievalPolicy = DEFAULT_POLICY
+    max_depth: int = DEFAULT_DEPTH
+    k: int = DEFAULT_K
+    retrieval_mode: RetrievalMode = "bm25"
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    budget: Budget = field(default_factory=Budget)
+    #: Worked examples put before the question (for models not trained on the strategy's format).
+    demonstrations: str = ""
+    #: A query already asked in this question (normalised) is not retrieved again: the step's
+    #: decision is ``repeat`` and the strategy moves to its final answer. Off only to measure
+    #: the old behaviour (``benchmarks/bench_answer_speed.py``).
+    repeat_guard: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AskRequest:
+    """One question to answer: what, with which strategy, over which scope, with which options. DualRAG
+    stores and reuses outlines in ``namespace``."""
+
+    question: str
+    scope: Scope
+    _: KW_ONLY
+    strategy: str = DEFAULT_STRATEGY
+    options: AskOptions = field(default_factory=AskOptions)
+    namespace: str = "default"
+
+    def trace_options(self) -> dict[str, Any]:
+        """The options as the trace records them (the filters beside them, as before)."""
+        return {**self.options.to_dict(), "filters": [dict(f) for f in self.scope.filters]}
+
+    def trace_scope(self) -> dict[str, Any]:
+        return {"index": self.scope.index, "namespace": self.namespace}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """Queries to answer over one scope, in ONE round trip (``_retrieve`` and MCP send one, Search-R1 a batch)."""
+
+    scope: Scope
+    queries: tuple[RetrievalQuery, ...]
+    #: How the front end names the filters (a filter Elasticsearch refuses is a 400 naming it).
+    filters_field: str = field(default="filters", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """How a front end names the parts of its input, so that an error names what the caller sent
+    (HTTP ``body.options.k``, MCP ``k``, the CLI ``-k``)."""
+
+    text: str = "question"
+    k: str = "k"
+    filters: str = "filters"
+    strategy: str = "strategy"
+
+
+HTTP_ASK = Fields("body.question", "body.options.k", "body.options.filters", "body.strategy")
+HTTP_SEARCH = Fields("body.query", "body.k", "body.filters")
+MCP_ASK = Fields()
+MCP_SEARCH = Fields(text="query")
+CLI_ASK = Fields("QUESTION", "-k", "--filter/--source", "--strategy")
+CLI_SEARCH = Fields("QUERY", "-k", "--filter/--source")
+
+
+def check_text(text: str, limit: int, field: str) -> None:
+    if len(text) > limit:
+        raise RequestInvalid(f"longer than {limit} characters", field=field)
+
+
+def check_k(k: int, limit: int, field: str) -> None:
+    if k < 1:
+        raise RequestInvalid("must be at least 1", field=field)
+    if k > limit:
+        raise RequestInvalid(
+            f"must be at most {limit} (HOPSEARCH_API_MAX_K); api_max_k in a settings file", field=field
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One search as a front end states it, before it is checked (:func:`~.usecases.search_request`)."""
+
+    text: str
+    k: int = SEARCH_K
+    mode: RetrievalMode = SEARCH_MODE
+    fusion: Fusion = "rrf"
+    weights: tuple[float, float] = (1.0, 1.0)
+    legs: bool = False
+    rerank: bool = False
+
+
+def filters_of(value: Any) -> list[Mapping[str, Any]]:
+    """Raw filters as a list (None: none)."""
+    return [] if value is None else list(value)

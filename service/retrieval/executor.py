@@ -1,0 +1,152 @@
+"""The executor: embeds the dense queries, plans (:mod:`.planner`), runs the plan in ONE ``_msearch`` and
+assembles the results (:mod:`.results`); optionally a cross-encoder reranker (:mod:`hopsearch.service.rerank`)
+reorders the top hits of any mode.
+
+:class:`EsRetriever` serves any index: every call names its :class:`~hopsearch.service.access.Scope`
+(index, filters, caller), and :meth:`EsRetriever.bind` gives a strategy a retriever bound to its
+request's scope. Where the server refuses its rrf retriever, the store learns it once (a cluster
+capability) and the queries are planned again with client-side RRF, said so in their results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hopsearch.service.access import Scope
+from hopsearch.service.errors import ConfigError, StoreError
+from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
+from hopsearch.service.japanese import ja_query
+from hopsearch.service.path_filters import with_relative_paths
+from hopsearch.service.rerank import HttpReranker
+from hopsearch.service.retrieval.bodies import bm25_body
+from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
+from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
+from hopsearch.service.store import Store
+from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
+
+
+class EsRetriever:
+    """Retrieval over any passages index of a store (the scope of each call names it)."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None = None,
+        *,
+        rerank_candidates: int = 100,
+        reranker: HttpReranker | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self.sizes = Sizes(reranker.top_n if reranker is not None else None, rerank_candidates)
+
+    def bind(self, scope: Scope) -> BoundRetriever:
+        """This retriever over ``scope`` alone (what a strategy's run reads through)."""
+        return BoundRetriever(self, scope)
+
+    async def facts(self, index: str) -> IndexFacts:
+        return IndexFacts(index, await self.store.index_meta(index))
+
+    async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        """Answer every query over ``scope`` with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
+        if not queries:
+            return []
+        if any(q.rerank for q in queries) and self.reranker is None:
+            raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
+        out = await self._search(scope, await with_relative_paths(self.store, scope.index, scoped(queries, scope)))
+        if self.reranker is not None and any(q.rerank for q in queries):
+            out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
+        return out
+
+    async def search_fused(
+        self, scope: Scope, groups: Sequence[Sequence[RetrievalQuery]], size: int
+    ) -> list[list[Hit]]:
+        """Each group's hits fused by RRF and cut to ``size``, in ONE ``_msearch``: the same hits, in the same
+        order, as :func:`~hopsearch.service.fusion.rrf` over the group's :meth:`search_many` hits. BM25
+        without reranking fuses over the raw answer (ids and ranks) and builds a :class:`Hit` only for the
+        hits kept (a DualRAG step keeps 150 of 450); other modes fuse :meth:`search_many`'s hits."""
+        flat = [query for group in groups for query in group]
+        lengths = [len(group) for group in groups]
+        if any(query.mode != "bm25" or query.rerank for query in flat):
+            results = await self.search_many(scope, flat)
+            return rrf_groups(lengths, [result.hits for result in results], size=size)
+        if not flat:
+            return [[] for _ in groups]
+        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope))
+        facts = await self.facts(scope.index)
+        responses = await self.store.msearch(
+            [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]
+        )
+        lists = [raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
+        return [
+            [hit_of(raw, score) for raw, score in rrf_order(group, RAW_ID, size=size)]
+            for group in split(lengths, lists)
+        ]
+
+    async def _search(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        facts = await self.facts(scope.index)
+        dense_idx = [i for i, q in enumerate(queries) if q.mode != "bm25"]
+        method: DenseMethod = "none"
+        vectors: dict[int, list[float]] = {}
+        if dense_idx:
+            method = dense_method(facts, self.store.info, self.embedder.model_id if self.embedder else None)
+            assert self.embedder is not None
+            embedded = await embed_queries(self.embedder, [queries[i].text for i in dense_idx])
+            vectors = dict(zip(dense_idx, embedded, strict=True))
+        licence = None
+        if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):
+            licence = licence_of(await self.store.licence())
+        results: list[SearchResult | None] = [None] * len(queries)
+        todo = list(range(len(queries)))
+        # At most twice: a refusal of the rrf retriever is learnt once, and the second plan never asks for it.
+        for _ in range(2):
+            caps = Capabilities(self.store.info, licence, self.store.rrf_refusal)
+            batch = [queries[i] for i in todo]
+            batch_vectors = {n: vectors[i] for n, i in enumerate(todo) if i in vectors}
+            planned = plan(batch, scope, facts, caps, method=method, vectors=batch_vectors, sizes=self.sizes)
+            try:
+                responses = await self.store.msearch(planned.searches, keep_errors=planned.keep_errors)
+            except StoreError as exc:  # a server without the rrf retriever fails the whole _msearch (a 400)
+                if not planned.keep_errors or not refused({"reason": str(exc)}):
+                    raise
+                self.store.rrf_refusal = str(exc)
+                continue
+            unembedded = total_of(responses[planned.gap_slot]) if planned.gap_slot >= 0 else 0
+            again: list[int] = []
+            for n, (i, query_plan) in enumerate(zip(todo, planned.queries, strict=True)):
+                results[i] = result_of(query_plan, responses, batch_vectors.get(n), method, unembedded)
+                if results[i] is None:  # the server refused its rrf retriever for this one
+                    if not self.store.rrf_refusal:
+                        self.store.rrf_refusal = item_reason(responses[query_plan.slots["fused"]])
+                    again.append(i)
+            todo = again
+            if not todo:
+                break
+        done = [r for r in results if r is not None]
+        if len(done) != len(queries):
+            raise StoreError(f"msearch: the rrf retriever was refused twice ({self.store.rrf_refusal})")
+        return done
+
+    async def _rerank(self, result: SearchResult) -> SearchResult:
+        if not result.query.rerank or self.reranker is None:
+            return result
+        hits = await self.reranker.rerank(result.query.text, result.hits)
+        return replace(result, hits=tuple(hits[: result.query.k]), reranked_by=self.reranker.model)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundRetriever:
+    """An :class:`EsRetriever` over one scope: the :class:`~hopsearch.service.types.Retriever` a strategy's
+    run reads through, so no query of the run can leave its request's index, filters or caller."""
+
+    retriever: EsRetriever
+    scope: Scope
+
+    async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+        return await self.retriever.search_many(self.scope, queries)
+
+    async def search_fused(self, groups: Sequence[Sequence[RetrievalQuery]], size: int) -> list[list[Hit]]:
+        return await self.retriever.search_fused(self.scope, groups, size)

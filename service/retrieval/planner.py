@@ -1,0 +1,190 @@
+"""Retrieval as a plan: (queries, their scope, the index's facts, the cluster's capabilities) → the bodies
+of ONE ``_msearch`` and, per query, which of them answer it and how they are fused. Pure: no I/O here.
+
+The scope (:class:`~hopsearch.service.access.Scope`: the request's filters and the caller's access
+filter) is merged into every query first (:func:`scoped`), so that every body below carries it — BM25,
+``knn.filter``, ``script_score``, each fusion leg, the fused bodies — and the count of documents without
+a vector carries the access filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hopsearch.service.access import Scope
+from hopsearch.service.errors import ConfigError, EmbedderMismatch
+from hopsearch.service.esclient import ServerInfo
+from hopsearch.service.fusion import Licence, choose
+from hopsearch.service.japanese import ja_query
+from hopsearch.service.retrieval.bodies import (
+    SOURCE_EXCLUDES,
+    JaQuery,
+    Source,
+    bm25_body,
+    dense_body,
+    fused_body,
+    unembedded_count,
+)
+from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFacts:
+    """What planning needs of a passages index: its ``_meta.hopsearch`` (embedder, vector mode, Japanese
+    analysis) and its name."""
+
+    index: str
+    meta: Mapping[str, Any]
+
+    @property
+    def embedder(self) -> str | None:
+        value = self.meta.get("embedder")
+        return str(value) if value is not None else None
+
+    @property
+    def source(self) -> Source:
+        """``_source`` of BM25 hits: as stored when the index holds no vectors (source filtering makes the
+        node parse and rewrite every hit, ~0.5 ms of a 50-hit search), else without the vector."""
+        return True if self.embedder is None else SOURCE_EXCLUDES
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the cluster can do, as learnt (once) by the store: version and modules, licence where a query
+    asked for the rrf retriever, and why the server refused that retriever if it did."""
+
+    info: ServerInfo
+    licence: Licence | None = None
+    rrf_refusal: str = ""
+
+
+def dense_method(facts: IndexFacts, info: ServerInfo, embedder_id: str | None) -> DenseMethod:
+    """How dense scores are computed over this index here; a clear error where they cannot be."""
+    if embedder_id is None:
+        raise ConfigError("dense and hybrid retrieval need an embedder (HOPSEARCH_EMBEDDER)")
+    if facts.embedder is None:
+        raise EmbedderMismatch(f"index [{facts.index}] holds no vectors (BM25 only); use mode bm25")
+    if facts.embedder != embedder_id:
+        raise EmbedderMismatch(
+            f"index [{facts.index}] holds vectors of {facts.embedder!r}, the query embedder is {embedder_id!r}"
+        )
+    mode = str(facts.meta.get("vector_mode") or info.dense_method)
+    if mode == "knn" and info.knn:
+        return "knn"
+    if mode == "script_score" and info.dense_method == "script_score":
+        return "script_score"
+    return "rerank"
+
+
+def scoped(queries: Sequence[RetrievalQuery], scope: Scope) -> list[RetrievalQuery]:
+    """The queries with the scope's clauses added to their own filters."""
+    clauses = scope.clauses()
+    if not clauses:
+        return list(queries)
+    return [replace(q, filters=(*q.filters, *clauses)) for q in queries]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """The searches of one query: ``slots`` maps a leg (``bm25``, ``dense``, ``fused``) to its position in the
+    ``_msearch``; ``size`` hits are kept (more than ``k`` where a reranker reorders them)."""
+
+    query: RetrievalQuery
+    size: int
+    fusion: Fusion = "none"
+    note: str = ""
+    slots: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One ``_msearch``: its ``(index, body)`` searches, each query's plan, the position of the count of
+    documents without vectors (-1: none), and whether item errors come back (rrf retriever asked)."""
+
+    searches: tuple[tuple[str, dict[str, Any]], ...]
+    queries: tuple[QueryPlan, ...]
+    gap_slot: int = -1
+    keep_errors: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How many hits a query asks of Elasticsearch: ``rerank_top_n`` where a reranker reorders its hits
+    (None: no reranker), ``rerank_candidates`` BM25 candidates where cosine is computed here."""
+
+    rerank_top_n: int | None = None
+    rerank_candidates: int = 100
+
+    def of(self, query: RetrievalQuery) -> int:
+        return max(query.k, self.rerank_top_n) if query.rerank and self.rerank_top_n is not None else query.k
+
+
+def plan(
+    queries: Sequence[RetrievalQuery],
+    scope: Scope,
+    facts: IndexFacts,
+    caps: Capabilities,
+    *,
+    method: DenseMethod = "none",
+    vectors: Mapping[int, Sequence[float]] | None = None,
+    sizes: Sizes = Sizes(),
+) -> Plan:
+    """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
+    vector of each dense or hybrid query by position, ``method`` how dense scores are computed."""
+    vectors = vectors or {}
+    index = facts.index
+    plain = facts.source
+    searches: list[tuple[str, dict[str, Any]]] = []
+    plans: list[QueryPlan] = []
+    for i, query in enumerate(queries):
+        size = sizes.of(query)
+        fusion: Fusion = "none"
+        note = ""
+        if query.mode == "hybrid":
+            weighted = tuple(query.weights) != (1.0, 1.0)
+            fusion, note = choose(query.fusion, caps.info, method, caps.licence, weighted)
+            if fusion == "es_rrf" and caps.rrf_refusal:
+                fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
+        ja: JaQuery = ja_query(query.text, facts.meta)
+        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja)
+        slots = {}
+        for slot, body in bodies:
+            slots[slot] = len(searches)
+            searches.append((index, body))
+        plans.append(QueryPlan(query, size, fusion, note, slots))
+    gap_slot = -1
+    if vectors:  # one count more in the same round trip: how much of the index dense cannot see
+        gap_slot = len(searches)
+        searches.append((index, unembedded_count(scope.access())))
+    keep = any(p.fusion == "es_rrf" for p in plans)
+    return Plan(tuple(searches), tuple(plans), gap_slot, keep)
+
+
+def _bodies(
+    query: RetrievalQuery,
+    fusion: Fusion,
+    method: DenseMethod,
+    vector: Sequence[float] | None,
+    size: int,
+    plain: Source,
+    candidates: int,
+    ja: JaQuery,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The searches of one query, by leg."""
+    if query.mode == "bm25":
+        return [("bm25", bm25_body(query, size, source=plain, ja=ja))]
+    assert vector is not None, "a dense or hybrid query is planned with its vector"
+    if method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
+        return [("bm25", bm25_body(query, max(size, candidates), source=True, ja=ja))]
+    if fusion in ("bool", "es_rrf"):
+        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja))]
+        if query.legs:
+            out += [
+                ("bm25", bm25_body(query, size, source=plain, ja=ja)),
+                ("dense", dense_body(method, query, vector, size)),
+            ]
+        return out
+    out = [("bm25", bm25_body(query, size, source=plain, ja=ja))] if query.mode == "hybrid" else []
+    return [*out, ("dense", dense_body(method, query, vector, size))]

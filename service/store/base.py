@@ -1,0 +1,79 @@
+"""The connection every part of the store shares: settings, the client of the server's major version, what
+the server is (:class:`~hopsearch.service.esclient.ServerInfo`), what was learnt of the cluster once
+(licence, the refusal of the rrf retriever), and the cluster-wide reads (health, root, licence)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from hopsearch.service.errors import StoreError
+from hopsearch.service.esclient import NdjsonPoster, ServerInfo, body_of, call
+from hopsearch.service.settings import Settings
+
+
+class Connected:
+    """A connected store's shared state (see :class:`hopsearch.service.store.Store`)."""
+
+    def __init__(self, settings: Settings, client: Any, info: ServerInfo) -> None:
+        self.settings = settings
+        self.client = client
+        self.info = info
+        self._meta_cache: dict[str, dict[str, Any]] = {}
+        self._licence: dict[str, Any] | None = None
+        #: Why the cluster refused Elasticsearch's rrf retriever, once it has (a capability learnt once per
+        #: cluster: later hybrid queries asking for it run client-side RRF without asking again).
+        self.rrf_refusal = ""
+        self._side_indices_ready = False
+        #: ``_msearch`` through the transport (8.x client); None: through the client's API (7.x)
+        self._poster = NdjsonPoster(client, settings) if info.major >= 8 and client is not None else None
+
+    @property
+    def _helpers(self) -> ModuleType:
+        """The bulk helpers of the client library in use (``async_streaming_bulk`` and friends)."""
+        if self.info.major >= 8:
+            from elasticsearch import helpers
+
+            return helpers
+        from elasticsearch7 import helpers as helpers7
+
+        return helpers7
+
+    async def cluster_health(self) -> dict[str, Any]:
+        """``GET _cluster/health`` (status, nodes, shards)."""
+        return body_of(await call(self.client.cluster.health(), "cluster health"))
+
+    async def cluster_root(self) -> dict[str, Any]:
+        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
+        node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
+        try:
+            root = body_of(await call(self.client.info(), "info"))
+        except StoreError:
+            fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
+            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
+            node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
+            health = await self.cluster_health()
+            state = body_of(
+                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
+            )
+            build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
+            root = {
+                "name": node.get("name", ""),
+                "cluster_name": health.get("cluster_name", ""),
+                "cluster_uuid": state.get("metadata", {}).get("cluster_uuid", ""),
+                "version": {"number": node.get("version", self.info.number), "build_flavor": "default", **build},
+            }
+        keys = ("name", "cluster_name", "cluster_uuid", "version")
+        return {**{key: root[key] for key in keys if key in root}, "tagline": "You Know, for Search"}
+
+    async def licence(self) -> dict[str, Any]:
+        """``GET /_license`` (read once; ``{}`` where the server has no licensing)."""
+        if self._licence is None:
+            try:
+                self._licence = body_of(await call(self.client.license.get(), "get licence"))
+            except StoreError:
+                self._licence = {}
+        return self._licence
+
+    async def refresh(self, index: str | None = None) -> None:
+        await call(self.client.indices.refresh(index=index or self.settings.passages_alias), "refresh")

@@ -1,0 +1,64 @@
+"""Searches: one search, a count, and many searches in ONE ``_msearch`` round trip (through the 8.x client's
+transport as ready NDJSON, or the 7.x client's API)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from hopsearch.service.errors import IndexMissing, StoreError
+from hopsearch.service.esclient import body_of, call
+from hopsearch.service.store.base import Connected
+
+
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
+
+
+class Searches(Connected):
+    """Reads of many documents at once."""
+
+    async def count(self, index: str | None = None, query: Mapping[str, Any] | None = None) -> int:
+        body = {"query": dict(query)} if query else None
+        response = body_of(
+            await call(self.client.count(index=index or self.settings.passages_alias, body=body), "count")
+        )
+        return int(response["count"])
+
+    async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
+
+    async def msearch(
+        self, searches: Sequence[tuple[str, Mapping[str, Any]]], *, keep_errors: bool = False
+    ) -> list[dict[str, Any]]:
+        """Many searches in ONE ``_msearch`` round trip; one response per search, in order.
+        A failed search raises with its reason (partial answers are not silently dropped), unless
+        ``keep_errors``: then its item (with ``error``) comes back for the caller to handle."""
+        if not searches:
+            return []
+        dumps = orjson.dumps  # one NDJSON body, passed through the client as is
+        lines = b"".join([b'{"index":' + dumps(index) + b"}\n" + dumps(body) + b"\n" for index, body in searches])
+        if self._poster is not None:
+            response = await self._poster.post("/_msearch", lines, "msearch")
+        else:  # the 7.x client
+            response = body_of(await call(self.client.msearch(body=lines), "msearch"))
+        out: list[dict[str, Any]] = []
+        for item in response.get("responses", []):
+            if "error" in item and not keep_errors:
+                reason = error_reason(item["error"])
+                cls = IndexMissing if item.get("status") == 404 else StoreError
+                raise cls(f"msearch: {reason}", details={"status": item.get("status")})
+            out.append(dict(item))
+        return out

@@ -1,0 +1,141 @@
+"""The two use cases every front end calls — :func:`ask` and :func:`search` — and the one place their
+request values are built and checked (:func:`ask_request`, :func:`search_request`).
+
+HTTP (``_ask``, ``_retrieve``, ``/retrieve``), MCP (``ask``, ``search``), the CLI (``ask``, ``search``) and
+``eval`` give their input to these builders with the names they use for its parts
+(:class:`~hopsearch.service.requests.Fields`), so that the same input gets the same settings everywhere
+and an error names what the caller sent. Defaults are those of :mod:`hopsearch.service.requests`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from hopsearch.service.access import Caller, Scope
+from hopsearch.service.errors import RequestInvalid, StoreError
+from hopsearch.service.filters import parse_filters, refused_filter
+from hopsearch.service.requests import (
+    DEFAULT_DEPTH,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_POLICY,
+    DEFAULT_STRATEGY,
+    AskOptions,
+    AskRequest,
+    Budget,
+    Fields,
+    Query,
+    RetrievalPolicy,
+    SearchRequest,
+    check_k,
+    check_text,
+    default_k,
+)
+from hopsearch.service.runtime import Runtime
+from hopsearch.service.strategies import STRATEGIES, Answer, StepListener
+from hopsearch.service.types import RetrievalMode, RetrievalQuery, SearchResult
+
+ASK_FIELDS = Fields()
+SEARCH_FIELDS = Fields(text="query")
+
+
+def _scope(runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str) -> Scope:
+    clauses = parse_filters(list(filters) if filters is not None else [], where)
+    return Scope(index or runtime.settings.passages_alias, caller, tuple(clauses))
+
+
+async def ask_request(
+    runtime: Runtime,
+    question: str,
+    *,
+    caller: Caller,
+    strategy: str | None = None,
+    index: str | None = None,
+    filters: Sequence[Mapping[str, Any]] | None = (),
+    k: int | None = None,
+    retrieval_mode: RetrievalMode | None = None,
+    mode: RetrievalPolicy | None = None,
+    max_depth: int | None = None,
+    max_tokens: int | None = None,
+    budget: Budget | None = None,
+    demonstrations: str = "",
+    repeat_guard: bool = True,
+    namespace: str | None = None,
+    options: AskOptions | None = None,
+    fields: Fields = ASK_FIELDS,
+) -> AskRequest:
+    """The checked request of one question. ``options`` (the Python API's) fill what is not given one by one.
+    Checks the question's length, the strategy, k (``api_max_k``), the filters (a 400 naming the field) and
+    that the passages ``index`` (default: the settings' alias) exists; the retrieval mode defaults to the
+    index's (:meth:`Runtime.retrieval_mode`), the namespace to the ``outline_namespace`` setting."""
+    settings = runtime.settings
+    given = {f.name: getattr(options, f.name) for f in dataclass_fields(AskOptions)} if options is not None else {}
+    check_text(question, settings.api_max_question_chars, fields.text)
+    strategy = strategy or DEFAULT_STRATEGY
+    if strategy not in STRATEGIES:
+        raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field=fields.strategy)
+    k = k if k is not None else given.get("k") or default_k(strategy)
+    check_k(k, settings.api_max_k, fields.k)
+    scope = _scope(runtime, index, caller, filters, fields.filters)
+    await runtime.store.require_passages(scope.index)
+    if retrieval_mode is None:
+        retrieval_mode = given.get("retrieval_mode") or await runtime.retrieval_mode(strategy, scope.index)
+    chosen = AskOptions(
+        mode=mode or given.get("mode") or DEFAULT_POLICY,
+        max_depth=max_depth or given.get("max_depth") or DEFAULT_DEPTH,
+        k=k,
+        retrieval_mode=retrieval_mode,
+        max_tokens=max_tokens or given.get("max_tokens") or DEFAULT_MAX_TOKENS,
+        budget=budget or given.get("budget") or Budget(),
+        demonstrations=demonstrations or given.get("demonstrations") or "",
+        repeat_guard=repeat_guard and given.get("repeat_guard", True),
+    )
+    return AskRequest(
+        question,
+        scope,
+        strategy=strategy,
+        options=chosen,
+        namespace=namespace or settings.outline_namespace,
+    )
+
+
+def search_request(
+    runtime: Runtime,
+    queries: Sequence[Query],
+    *,
+    caller: Caller,
+    index: str | None = None,
+    filters: Sequence[Mapping[str, Any]] | None = (),
+    fields: Fields = SEARCH_FIELDS,
+) -> SearchRequest:
+    """The checked request of a search: each query's length and k (``api_max_k``), the filters. A batch
+    names its queries' fields ``<text>.<n>``."""
+    settings = runtime.settings
+    checked: list[RetrievalQuery] = []
+    for number, query in enumerate(queries):
+        check_text(
+            query.text, settings.api_max_question_chars, fields.text if len(queries) == 1 else f"{fields.text}.{number}"
+        )
+        check_k(query.k, settings.api_max_k, fields.k)
+        checked.append(RetrievalQuery(**{f.name: getattr(query, f.name) for f in dataclass_fields(Query)}))
+    return SearchRequest(_scope(runtime, index, caller, filters, fields.filters), tuple(checked), fields.filters)
+
+
+async def ask(runtime: Runtime, request: AskRequest, *, on_step: StepListener | None = None) -> Answer:
+    """Answer ``request``; a failure is :attr:`Answer.error`, and the trace is written either way.
+    ``on_step`` sees each step as it is recorded (streaming)."""
+    await runtime.store.ensure_side_indices()
+    return await runtime.strategy(request.strategy).answer(request, on_step=on_step)
+
+
+async def search(runtime: Runtime, request: SearchRequest) -> list[SearchResult]:
+    """The results of ``request``'s queries, in ONE round trip. A filter Elasticsearch refuses (a value a
+    date field cannot parse) is a 400 naming that filter."""
+    try:
+        return await runtime.retriever.search_many(request.scope, request.queries)
+    except StoreError as exc:
+        if request.scope.filters and exc.details.get("status") == 400:
+            reason = str(exc).removeprefix("msearch: ")
+            raise refused_filter(request.scope.filters, reason, request.filters_field) from exc
+        raise
