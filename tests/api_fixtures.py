@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from hopsearch.service.api import create_app
 from hopsearch.service.api.state import ApiState
@@ -172,7 +173,7 @@ async def serving(
                     )
 
 
-def _uvicorn_thread(app: FastAPI) -> tuple[uvicorn.Server, threading.Thread, int]:
+def _uvicorn_thread(app: ASGIApp) -> tuple[uvicorn.Server, threading.Thread, int]:
     """``app`` under a real uvicorn on a free loopback port, started in a daemon thread."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -206,7 +207,7 @@ def uvicorn_serving(app: FastAPI) -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def uvicorn_serving_async(app: FastAPI) -> AsyncIterator[str]:
+async def uvicorn_serving_async(app: ASGIApp) -> AsyncIterator[str]:
     """Like :func:`uvicorn_serving`, waiting without blocking the caller's event loop (which may run
     servers the app talks to, such as a :class:`~tests.counting_proxy.CountingProxy`)."""
     server, thread, port = _uvicorn_thread(app)

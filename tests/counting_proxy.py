@@ -32,6 +32,8 @@ class CountingProxy:
         self.credentials: list[tuple[str, str, str | None]] = []
         #: (method, path, body) of every request, in order (what reached the cluster, byte for byte).
         self.bodies: list[tuple[str, str, bytes]] = []
+        #: (method, path, every header as sent) of every request, in order.
+        self.headers: list[tuple[str, str, list[tuple[str, str]]]] = []
         #: while true, every connection is dropped unanswered (Elasticsearch "down" behind the proxy)
         self.down = False
         self._runner: web.AppRunner | None = None
@@ -46,6 +48,7 @@ class CountingProxy:
         self.paths.clear()
         self.credentials.clear()
         self.bodies.clear()
+        self.headers.clear()
 
     async def _handle(self, request: web.Request) -> web.Response:
         assert self._session is not None
@@ -55,6 +58,7 @@ class CountingProxy:
             raise ConnectionResetError("proxy is down")
         self.paths[(request.method, request.path)] += 1
         self.credentials.append((request.method, request.path, request.headers.get("Authorization")))
+        self.headers.append((request.method, request.path, list(request.headers.items())))
         seen = self.paths[(request.method, request.path)]
         body = await request.read()
         self.bodies.append((request.method, request.path, body))

@@ -98,7 +98,13 @@ class ApiState:
         self._runtime = None
 
 
+#: The key of an ASGI scope under which the authenticated :class:`Caller` of the request lies (only the
+#: server and the service's own middleware write a scope, never a client).
+CALLER_KEY = "hopsearch.caller"
+
+
 def caller_of(scope: Mapping[str, Any]) -> Caller:
-    """Who makes the request of this ASGI ``scope``: every key the gate accepts is an admin key, and an
-    open (loopback) service serves admins."""
-    return ADMIN
+    """Who makes the request of this ASGI ``scope``: the caller put under :data:`CALLER_KEY`, else an
+    admin (every key the gate accepts is an admin key, and an open loopback service serves admins)."""
+    caller = scope.get(CALLER_KEY)
+    return caller if isinstance(caller, Caller) else ADMIN

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from hopsearch.service.errors import StoreError
+from hopsearch.service.errors import IndexMissing, StoreError
 from hopsearch.service.esclient import NdjsonPoster, ServerInfo, body_of, call
 from hopsearch.service.settings import Settings
 
@@ -77,3 +77,18 @@ class Connected:
 
     async def refresh(self, index: str | None = None) -> None:
         await call(self.client.indices.refresh(index=index or self.settings.passages_alias), "refresh")
+
+    async def resolve_index(self, expression: str) -> dict[str, Any]:
+        """``GET _resolve/index/<expression>`` over every index (hidden and closed ones too): the indices,
+        aliases and data streams it names, each with what it stands for; empty lists where nothing of that
+        name exists (8.x and 9.x answer 404 for a missing concrete name, 7.17 an empty answer). A name
+        Elasticsearch refuses as invalid names nothing either (no index can have it)."""
+        try:
+            answer = await call(self.client.indices.resolve_index(name=expression, expand_wildcards="all"), "resolve")
+        except IndexMissing:
+            return {"indices": [], "aliases": [], "data_streams": []}
+        except StoreError as exc:
+            if exc.details.get("status") == 400 and "invalid_index_name_exception" in str(exc):
+                return {"indices": [], "aliases": [], "data_streams": []}
+            raise
+        return body_of(answer)

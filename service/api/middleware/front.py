@@ -11,9 +11,13 @@ A pure ASGI middleware, outermost. For each request it decides whether a hopsear
   endpoint, and :data:`RESERVED` for routes to come) nothing is proxied: a path there that no route
   matches (``/_ui/traces/a%2Fb``, ``/_traces/..%2F..``) is hopsearch's own 404.
 - Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the path
-  (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403), then
-  :class:`~hopsearch.service.api.middleware.proxy.Forwarder` passes the checked path on with the caller's own
-  ``Authorization`` (the cluster decides what those credentials may do).
+  (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403); for
+  a caller that is not an admin the body is read whole (up to ``api_max_body_bytes``, 413) and every
+  index the request names is decided on
+  (:class:`~hopsearch.service.api.middleware.managed.ManagedIndices`, 403: hopsearch's own indices
+  are for admins). Then :class:`~hopsearch.service.api.middleware.proxy.Forwarder` passes the checked
+  path on with the caller's own ``Authorization`` (the cluster decides what those credentials may do),
+  never a hopsearch credential.
 """
 
 from __future__ import annotations
@@ -28,14 +32,16 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hopsearch.service.api.middleware.esnames import ProxiedCall
 from hopsearch.service.api.middleware.espath import parse_request
 from hopsearch.service.api.middleware.gate import check_key, leaf_routes
+from hopsearch.service.api.middleware.managed import EsResolver, ManagedIndices, PrefixIndices
 from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
 from hopsearch.service.api.responses import OrjsonResponse, error_response
 from hopsearch.service.api.routes import VERSION
-from hopsearch.service.api.state import ApiState
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.errors import HopsearchError, RequestTooLarge
 from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
@@ -86,6 +92,7 @@ class Front:
         self._prefixes: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self._own_paths: dict[tuple[str, str], bool] = {}
         self.forwarder = Forwarder(state.settings)
+        self.managed = ManagedIndices(PrefixIndices(state.settings.index_prefix), EsResolver(self._resolve))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -144,18 +151,30 @@ class Front:
             headers = dict(scope["headers"])
             key = headers.get(KEY_HEADER)
             check_key(self.state, b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization"))
+            # with keys on and no X-Hopsearch-Key, Authorization was hopsearch's credential: never passed on
+            authenticated_with = headers.get(b"authorization") if key is None and self.state.keys else None
+            caller = caller_of(scope)
             # the path as the caller sent it: every check, and the cluster, see the same segments
             request = parse_request(scope["method"], scope.get("raw_path") or quote(scope["path"]).encode())
             self.forwarder.check(request)
+            body = None
+            if not caller.admin:
+                body = await read_body(receive, self.state.settings.api_max_body_bytes)
+                call = ProxiedCall(request, scope.get("query_string", b""), headers, body)
+                await self.managed.check(call, caller)
             runtime = await self.state.runtime()
-            upstream = upstream_headers(scope, self.state.keys, runtime.store.info.major)
-            return await self.forwarder.forward(scope, receive, send, request, upstream)
+            upstream = upstream_headers(scope, self.state.keys, runtime.store.info.major, authenticated_with)
+            return await self.forwarder.forward(scope, receive, send, request, upstream, body)
         except HopsearchError as exc:
             extra = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if exc.status == 401 else None
             response = error_response(exc, self.state.redact, extra)
             response.headers.append("X-Elastic-Product", "Elasticsearch")
             await response(scope, receive, send)
             return response.status_code
+
+    async def _resolve(self, expression: str) -> dict[str, Any]:
+        runtime = await self.state.runtime()
+        return await runtime.store.resolve_index(expression)
 
     def _closing(self, send: Send) -> Send:
         async def closing(message: Message) -> None:
@@ -164,6 +183,24 @@ class Front:
             await send(message)
 
         return closing
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request's whole body, refused (413) as soon as it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            raise RequestTooLarge(f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
 
 
 def own_prefixes(routes: Sequence[BaseRoute]) -> tuple[frozenset[str], frozenset[str]]:

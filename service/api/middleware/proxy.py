@@ -6,11 +6,15 @@
 - Allow-list: ``proxy_allow`` holds ``METHOD /path`` patterns matched against the decoded segments
   (``*`` within one segment, ``**`` any rest, ``{index}`` one segment that is an index expression and
   not an endpoint such as ``_cluster``; ``GET|POST`` for several methods); anything else is refused
-  with 403 in Elasticsearch's envelope (``security_exception``). It is one :class:`ProxyPolicy`; a
-  policy on the indices a request names goes beside it.
+  with 403 in Elasticsearch's envelope (``security_exception``). It is one :class:`ProxyPolicy`, on
+  the path alone, for every caller; the policy on the indices a non-admin's request names
+  (:mod:`~hopsearch.service.api.middleware.managed`) reads the body too and comes after it.
 - Credentials: the caller's own ``Authorization`` header goes through; the service's Elasticsearch
-  credentials never do (the proxy has none). A hopsearch API key is not an Elasticsearch credential: an
-  ``Authorization`` header that carries one is dropped, as is ``X-Hopsearch-Key``.
+  credentials never do (the proxy has none). A hopsearch credential is not an Elasticsearch one:
+  ``X-Hopsearch-Key`` is dropped, and so is an ``Authorization`` (or ``es-secondary-authorization``)
+  header that carries a hopsearch key in any spelling (``ApiKey``/``Bearer``, any case, any
+  whitespace) or that is the very credential hopsearch authenticated the request with (a stored key,
+  an end-user token sent as ``Bearer``).
 - Status, body and headers (``X-Elastic-Product`` included) come back as the node sent them; only the
   hop-by-hop headers are dropped. The 8.x clients' ``compatible-with=8`` media types become plain JSON
   for a 7.x node (which refuses them).
@@ -52,6 +56,10 @@ HOP_BY_HOP = frozenset(
     }
 )
 KEY_HEADER = b"x-hopsearch-key"
+#: Headers Elasticsearch reads credentials from (``es-secondary-authorization``: a second user some
+#: APIs run as).
+CREDENTIAL_HEADERS = frozenset({b"authorization", b"es-secondary-authorization"})
+_WORDS = re.compile(rb"[\s,]+")
 _COMPAT = re.compile(rb"application/vnd\.elasticsearch\+(json|x-ndjson)\s*;\s*compatible-with=\d+")
 #: ``{index}`` in a pattern: one segment of index names (``a``, ``a,b``, ``logs-*``, ``_all``), never an
 #: endpoint (``_cluster``, ``_nodes``: Elasticsearch's endpoints start with ``_``, its index names never).
@@ -81,8 +89,9 @@ def _pattern(text: str) -> re.Pattern[str]:
 
 class ProxyPolicy(Protocol):
     """One decision on a proxied request, made on its checked path before anything reaches the cluster;
-    raises an :class:`~hopsearch.service.errors.ApiError` to refuse. The allow-list is one; a policy on
-    the indices a request names (:attr:`EsRequest.indices`, and those its body names) goes beside it."""
+    raises an :class:`~hopsearch.service.errors.ApiError` to refuse. The allow-list is one; the policy on
+    the indices a request names, which needs the caller, the query string and the body too, is
+    :class:`~hopsearch.service.api.middleware.managed.ManagedIndices` (the front calls it after these)."""
 
     def check(self, request: EsRequest) -> None: ...
 
@@ -117,22 +126,31 @@ def is_key(token: bytes, keys: Sequence[bytes]) -> bool:
 
 
 def bearer_token(header: bytes) -> bytes | None:
-    """The token of an ``ApiKey``/``Bearer`` Authorization header (the schemes hopsearch keys use)."""
-    scheme, _, token = header.partition(b" ")
-    return token.strip() if scheme.lower() in (b"apikey", b"bearer") else None
+    """The token of an ``ApiKey``/``Bearer`` Authorization header (the schemes hopsearch keys use),
+    split on any whitespace as a lenient server would split it."""
+    parts = header.split(None, 1)
+    return parts[1].strip() if len(parts) == 2 and parts[0].lower() in (b"apikey", b"bearer") else None
 
 
-def upstream_headers(scope: Scope, keys: Sequence[bytes], node_major: int) -> list[tuple[bytes, bytes]]:
-    """The caller's headers as they go to Elasticsearch."""
+def carries_key(header: bytes, keys: Sequence[bytes]) -> bool:
+    """Whether a credentials header holds a hopsearch key: as its token, or as any word of it."""
+    token = bearer_token(header)
+    words = [token] if token is not None else []
+    return any(is_key(word, keys) for word in [*words, *_WORDS.split(header)] if word)
+
+
+def upstream_headers(
+    scope: Scope, keys: Sequence[bytes], node_major: int, authenticated_with: bytes | None = None
+) -> list[tuple[bytes, bytes]]:
+    """The caller's headers as they go to Elasticsearch; ``authenticated_with`` is the ``Authorization``
+    value hopsearch authenticated the request with (None when that was ``X-Hopsearch-Key``, or nothing)."""
     out = []
     for name, value in scope["headers"]:
         lowered = name.lower()
         if lowered in HOP_BY_HOP or lowered == KEY_HEADER:
             continue
-        if lowered == b"authorization":
-            token = bearer_token(value)
-            if token is not None and is_key(token, keys):
-                continue  # a hopsearch key is not an Elasticsearch credential
+        if lowered in CREDENTIAL_HEADERS and (value == authenticated_with or carries_key(value, keys)):
+            continue  # a hopsearch credential is not an Elasticsearch one
         if lowered in (b"accept", b"content-type") and node_major < 8:
             value = _COMPAT.sub(lambda m: b"application/" + m.group(1), value)
         out.append((lowered, value))
@@ -194,10 +212,17 @@ class Forwarder:
             self._client = None
 
     async def forward(
-        self, scope: Scope, receive: Receive, send: Send, request: EsRequest, headers: list[tuple[bytes, bytes]]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request: EsRequest,
+        headers: list[tuple[bytes, bytes]],
+        body_read: bytes | None = None,
     ) -> int:
         """Send ``request`` on (its checked :attr:`~EsRequest.target`, the caller's query string and
-        body); stream the answer back. Returns the status sent to the caller."""
+        body: streamed from ``receive``, or ``body_read`` when a policy read it whole already); stream the
+        answer back. Returns the status sent to the caller."""
         started = False
 
         async def body() -> AsyncIterator[bytes]:
@@ -222,9 +247,8 @@ class Forwarder:
         last: Exception | None = None
         for base in self.urls:
             url = base + target + (f"?{query.decode('latin-1')}" if query else "")
-            upstream = self.client().build_request(
-                request.method, url, headers=headers, content=body() if has_body else None
-            )
+            content = (body_read or None) if body_read is not None else body() if has_body else None
+            upstream = self.client().build_request(request.method, url, headers=headers, content=content)
             sent_path = upstream.url.raw_path.split(b"?", 1)[0]
             if not sent_path.endswith(target.encode()):  # the checked path, not one the URL parser rewrote
                 raise AuthorizationError(f"path [{request.path}] would not reach Elasticsearch as it was checked")

@@ -1,0 +1,201 @@
+"""The proxy's policy on hopsearch's own indices: a caller that is not an admin never reaches one.
+
+hopsearch enforces document permissions in the queries it builds (``_retrieve``, ``_ask``); a search
+passed straight to the cluster carries none, and on a Basic licence a cluster user with ``read`` reads
+every document. So the passages (and their versions), outlines, traces, keys and groups — every index
+under the prefix — and any other index :class:`Protected` lists (issue 30's attached indices) are
+closed to proxied requests of non-admins, decided on every index expression the request holds
+(:func:`~hopsearch.service.api.middleware.esnames.names_of`), each part on its own:
+
+- ``_all``, remote-cluster and selector names (``a:b``, ``logs::failures``) and empty names: refused;
+- ``-x`` exclusions are skipped (what the request reads is at most what its other parts name, so
+  ``*,-hopsearch-*`` is refused: ``*`` reaches hopsearch's indices); a target with nothing else is refused;
+- date math (``<logs-{now/d}>``) is read as the pattern of every date (``logs-*``), so the day the
+  cluster evaluates it on does not matter;
+- a name or pattern that could match a protected pattern (compared as patterns, case folded: ``*``,
+  ``HOPSEARCH-*``, ``*-passages``) is refused without asking the cluster;
+- anything else is resolved against the cluster with the service's own credentials (every index,
+  hidden and closed ones too; answers kept :data:`RESOLVE_TTL_S`): an alias that points at a
+  protected index, an index with a protected alias, a data stream's backing index are refused.
+
+Admins pass untouched (the allow-list still applies to them; the cluster decides with their credentials).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from hopsearch.service.access import Caller
+from hopsearch.service.api.middleware.esnames import ProxiedCall, names_of, refusal
+from hopsearch.service.errors import AuthorizationError, StoreError, StoreUnavailable
+
+log = logging.getLogger("hopsearch.audit")
+#: Seconds a resolution is reused: aliases change rarely and only by admins; a name's answer may be a
+#: little stale, never wider than what it was a moment ago.
+RESOLVE_TTL_S = 2.0
+#: Expressions whose resolution is remembered (the memory is emptied when full).
+RESOLVE_CACHE = 4096
+
+
+class Protected(Protocol):
+    """The index patterns (``*`` wildcards) no proxied request of a non-admin may reach: the seam where
+    other sources join hopsearch's own (issue 30's attached indices, recorded in Elasticsearch)."""
+
+    async def patterns(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixIndices:
+    """Every index hopsearch manages: the prefix itself, everything under ``<prefix>-``, and the
+    backing indices of data streams of those names."""
+
+    prefix: str
+
+    async def patterns(self) -> tuple[str, ...]:
+        return (self.prefix, f"{self.prefix}-*", f".ds-{self.prefix}-*")
+
+
+class Resolver(Protocol):
+    """Every name one index name or pattern reaches on the cluster."""
+
+    async def names(self, expression: str) -> frozenset[str]: ...
+
+
+class EsResolver:
+    """``_resolve/index`` with the service's own credentials, remembered for :data:`RESOLVE_TTL_S`."""
+
+    def __init__(self, resolve: Callable[[str], Awaitable[dict[str, Any]]], ttl: float = RESOLVE_TTL_S) -> None:
+        self._resolve = resolve
+        self._ttl = ttl
+        self._known: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def names(self, expression: str) -> frozenset[str]:
+        now = time.monotonic()
+        known = self._known.get(expression)
+        if known is not None and known[0] > now:
+            return known[1]
+        names = reached(await self._resolve(expression))
+        if len(self._known) >= RESOLVE_CACHE:
+            self._known.clear()
+        self._known[expression] = (now + self._ttl, names)
+        return names
+
+
+def reached(answer: dict[str, Any]) -> frozenset[str]:
+    """Every name in a ``_resolve/index`` answer: indices with their aliases and data stream, aliases
+    with their indices, data streams with their backing indices."""
+    names: set[str] = set()
+    for index in answer.get("indices", ()):
+        names.update([index.get("name", ""), *index.get("aliases", ()), index.get("data_stream", "")])
+    for alias in answer.get("aliases", ()):
+        names.update([alias.get("name", ""), *alias.get("indices", ())])
+    for stream in answer.get("data_streams", ()):
+        names.update([stream.get("name", ""), *stream.get("backing_indices", ())])
+    names.discard("")
+    return frozenset(names)
+
+
+@lru_cache(maxsize=4096)
+def overlap(a: str, b: str) -> bool:
+    """Whether some name matches both patterns (``*`` any run of characters, the only wildcard of index
+    patterns; a plain name is a pattern without one), case folded: ``hop*`` and ``*-passages`` do,
+    ``logs-*`` and ``hopsearch-*`` do not."""
+    a, b = a.casefold(), b.casefold()
+    reach = {(0, 0)}  # pairs of positions both patterns can be at after reading the same text
+    seen = set(reach)
+    while reach:
+        i, j = reach.pop()
+        if i == len(a) and j == len(b):
+            return True
+        steps = []
+        if i < len(a) and a[i] == "*":
+            steps += [(i + 1, j)] + ([(i, j + 1)] if j < len(b) else [])
+        if j < len(b) and b[j] == "*":
+            steps += [(i, j + 1)] + ([(i + 1, j)] if i < len(a) else [])
+        if i < len(a) and j < len(b) and a[i] == b[j] != "*":
+            steps.append((i + 1, j + 1))
+        for step in steps:
+            if step not in seen:
+                seen.add(step)
+                reach.add(step)
+    return False
+
+
+def date_math_pattern(part: str) -> str | None:
+    """``<logs-{now/d{yyyy.MM.dd}}>`` as the pattern every date gives (``logs-*``); None where it is not
+    date math hopsearch reads (an escaped brace, unbalanced braces)."""
+    inner = part[1:-1]
+    if "\\" in inner:
+        return None
+    out, depth = [], 0
+    for char in inner:
+        if char == "{":
+            if depth == 0:
+                out.append("*")
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif depth == 0:
+            out.append(char)
+    return "".join(out) if depth == 0 else None
+
+
+class ManagedIndices:
+    """Refuses (403, before anything reaches the cluster) a non-admin's proxied request that names a
+    protected index anywhere; see the module's docstring."""
+
+    def __init__(self, protected: Protected, resolver: Resolver) -> None:
+        self.protected = protected
+        self.resolver = resolver
+
+    async def check(self, call: ProxiedCall, caller: Caller) -> None:
+        if caller.admin:
+            return
+        try:
+            patterns = await self.protected.patterns()
+            for named in names_of(call):
+                positive = [part for part in named.parts if not part.startswith("-")]
+                if not positive:
+                    raise refusal(call, f"{named.where} names no index but exclusions: every index would be read")
+                for part in positive:
+                    await self._decide(call, part, named.where, patterns)
+        except AuthorizationError as exc:
+            log.info(
+                "proxy refused",
+                extra={"event": "proxy_refused", "subject": caller.subject, "key": caller.key, "reason": str(exc)},
+            )
+            raise
+
+    async def _decide(self, call: ProxiedCall, part: str, where: str, patterns: Iterable[str]) -> None:
+        if part == "_all":
+            raise refusal(call, f"{where} names every index (`_all`)", part)
+        if part == "" or ":" in part:
+            why = "an empty index name" if part == "" else f"[{part}], a remote cluster's or a selector's name"
+            raise refusal(call, f"{where} names {why}, which hopsearch does not decide on", part)
+        pattern = part
+        if part.startswith("<") and part.endswith(">"):
+            read = date_math_pattern(part)
+            if read is None:
+                raise refusal(call, f"{where} names [{part}], date math hopsearch does not read", part)
+            pattern = read
+        for protected in patterns:
+            if overlap(pattern, protected):
+                why = f"{where} names [{part}], which may reach [{protected}], managed by hopsearch"
+                raise refusal(call, why, part)
+        try:
+            names = await self.resolver.names(pattern)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            raise refusal(call, f"{where} names [{part}], which the cluster did not resolve ({exc})", part) from exc
+        for name in sorted(names):
+            for protected in patterns:
+                if overlap(name, protected):
+                    raise refusal(call, f"{where} names [{part}], which reaches [{name}], managed by hopsearch", part)
