@@ -1,4 +1,5 @@
-"""``hopsearch index dpr|docs|jsonl|qa PATH``: load corpora into the passages index.
+"""``hopsearch index dpr|docs|jsonl|qa PATH``: load corpora into the passages index (one command per kind of
+:data:`~hopsearch.loaders.api.LOADERS`).
 
 Each command shows a progress bar (rate and ETA; updated once per acknowledged batch, so it never
 slows the load), then prints the reconciliation ``read = indexed + rejected + skipped`` and where the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from rich.progress import (
 
 from hopsearch.cli.admin import cluster_overrides
 from hopsearch.loaders import history
-from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.api import LOADERS, Loader
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.access import document_acl
 from hopsearch.service.embedders.factory import make_embedder
@@ -45,8 +46,6 @@ from hopsearch.service.errors import HopsearchError
 from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
-
-Loader = Callable[..., Awaitable[LoadReport]]
 
 EXIT_FAILED = 1
 EXIT_REJECTED = 3
@@ -146,6 +145,11 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
                 if report.extra.get("files_acl_changed")
                 else ""
             )
+            + (
+                f"; {report.extra['copied']:,} other passages copied from {report.extra['copied_from']}"
+                if report.extra.get("copied")
+                else ""
+            )
             + ("; alias swapped" if report.swapped_alias else "")
         )
         if report.rejected:
@@ -169,7 +173,7 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
         raise SystemExit(EXIT_REJECTED)
 
 
-def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any], **extra: Any) -> None:
+def _run(loader: Loader, path: Path, params: dict[str, Any]) -> None:
     settings = load_settings(**cluster_overrides(params.get("shards"), params.get("replicas")))
     default_batch = 5000 if params["no_embed"] or settings.embedder == "none" else 256
     options = LoadOptions(
@@ -182,15 +186,16 @@ def _run(kind: str, loader: Loader, path: Path, params: dict[str, Any], **extra:
         checkpoint=params.get("checkpoint"),
         dead_letter=params["dead_letter"],
         index=params.get("index_name"),
+        acl=_acl(params.get("acl")),
     )
     console = Console(stderr=True)
-    bar = None if params["quiet"] else BarProgress(f"{kind} {path.name}", console)
+    bar = None if params["quiet"] else BarProgress(f"{loader.kind} {path.name}", console)
 
     async def go() -> LoadReport:
         embedder: Embedder | None = None if params["no_embed"] else make_embedder(settings)
         progress: Progress | None = bar
         async with await Store.connect(settings) as store:
-            return await loader(store, path, options, embedder=embedder, progress=progress, **extra)
+            return await loader.load(store, path, options, embedder=embedder, progress=progress)
 
     started = datetime.now(UTC)
     try:
@@ -209,36 +214,7 @@ def index() -> None:
     """Load corpora into the passages index (BM25 text plus vectors unless --no-embed)."""
 
 
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def dpr(path: Path, **params: Any) -> None:
-    """DPR passages: psgs_w100.tsv or .tsv.gz (id, text, title)."""
-    _run("dpr", load_dpr, path, params)
-
-
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def jsonl(path: Path, **params: Any) -> None:
-    """A BEIR-style JSONL corpus ({"_id", "title", "text", ...} per line)."""
-    _run("jsonl", load_jsonl, path, params)
-
-
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@_resumable
-@_options
-def qa(path: Path, **params: Any) -> None:
-    """The context paragraphs of a HotpotQA / 2WikiMultihopQA / MuSiQue question file."""
-    _run("qa", load_qa_contexts, path, params)
-
-
-@index.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option(
+ACL_OPTION = click.option(
     "--acl",
     "acl",
     multiple=True,
@@ -246,11 +222,32 @@ def qa(path: Path, **params: Any) -> None:
     help="Who may read the files no .hopsearch-acl.yaml covers: public, user:NAME, group:NAME (repeat), or "
     "private (admins only). Without it and a sidecar: the acl_default setting decides at search time.",
 )
-@_options
-def docs(path: Path, acl: tuple[str, ...], **params: Any) -> None:
-    """A directory of .md, .txt, .html, .pdf and .docx files, or one such file (incremental)."""
+
+
+def _acl(given: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The ``--acl`` principals, checked (a bad one is a usage error naming it)."""
+    if not given:
+        return None
     try:
-        principals = document_acl(acl) if acl else None
+        return tuple(document_acl(given))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--acl") from exc
-    _run("docs", load_docs, path, params, acl=principals)
+
+
+def _command(loader: Loader) -> None:
+    """``hopsearch index <kind> PATH`` with the options of its kind."""
+
+    def command(path: Path, **params: Any) -> None:
+        _run(loader, path, params)
+
+    command = _options(command)
+    if loader.resumable:
+        command = _resumable(command)
+    if loader.acl:
+        command = ACL_OPTION(command)
+    command = click.argument("path", type=click.Path(path_type=Path))(command)
+    index.command(name=loader.kind, help=loader.summary)(command)
+
+
+for _loader in LOADERS.values():
+    _command(_loader)

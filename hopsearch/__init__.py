@@ -27,12 +27,11 @@ hold the rest; names not listed in ``__all__`` may change between releases.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
+    from hopsearch.loaders.api import LoadKind, load_docs, load_dpr, load_jsonl, load_qa_contexts
     from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
     from hopsearch.service.errors import HopsearchError
     from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -51,6 +50,7 @@ _WHERE = {
     "Citation": "hopsearch.service.traces",
     "Hit": "hopsearch.service.types",
     "HopsearchError": "hopsearch.service.errors",
+    "LoadKind": "hopsearch.loaders.api",
     "LoadOptions": "hopsearch.loaders.model",
     "LoadReport": "hopsearch.loaders.model",
     "RetrievalQuery": "hopsearch.service.types",
@@ -65,8 +65,6 @@ _WHERE = {
     "load_qa_contexts": "hopsearch.loaders.api",
     "load_settings": "hopsearch.service.settings",
 }
-
-LoadKind = Literal["dpr", "jsonl", "qa", "docs"]
 
 __all__ = [
     "STRATEGIES",
@@ -129,14 +127,9 @@ async def load(
     embedder): ``dpr`` (psgs_w100.tsv[.gz]), ``jsonl`` (BEIR-style), ``qa`` (the contexts of a HotpotQA /
     2Wiki / MuSiQue file) or ``docs`` (a folder of PDF, Word, HTML, Markdown and text files). The
     report reconciles what was read with what was indexed, rejected (dead letters) and skipped."""
-    from hopsearch.loaders import api
+    from hopsearch.loaders.api import LOADERS
 
-    loaders: dict[str, Callable[..., Awaitable[LoadReport]]] = {
-        "dpr": api.load_dpr,
-        "jsonl": api.load_jsonl,
-        "qa": api.load_qa_contexts,
-        "docs": api.load_docs,
-    }
-    if kind not in loaders:
-        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(loaders)}")
-    return await loaders[kind](runtime.store, Path(path), options, embedder=runtime.embedder, progress=progress)
+    if kind not in LOADERS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(LOADERS)}")
+    loader = LOADERS[kind].load
+    return await loader(runtime.store, Path(path), options, embedder=runtime.embedder, progress=progress)

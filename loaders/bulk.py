@@ -9,13 +9,15 @@ loader's CPU is taken from the node on a small machine, so this is what keeps th
 node's own limit (``benchmarks/bench_load.py``).
 
 Items refused with 429 (and a whole request refused with 429) go through the client library's
-``async_streaming_bulk`` with exponential back-off; every other item error is returned for the dead
-letters. Connection errors and other request errors are raised, translated: the pipeline stops with
-its checkpoint and ``--resume`` goes on (ids are deterministic, so a resent document is overwritten,
-never duplicated). So are items the cluster could not take (a 5xx item: ``unavailable_shards_exception``
-where a shard has no active primary, or fewer active copies than ``es_wait_for_active_shards`` asks for,
-within the write ``timeout``): those documents are fine, the cluster is not, and dead-lettering them would
-lose them quietly.
+``async_streaming_bulk`` with exponential back-off, unless a block refused them (the flood stage's
+read-only block answers 429 too, and no retry lifts it); every other item error about the document is
+returned for the dead letters. Connection errors and other request errors are raised, translated: the
+pipeline stops with its checkpoint and ``--resume`` goes on (ids are deterministic, so a resent document
+is overwritten, never duplicated). So are items refused for a reason about the cluster, not the document
+(:mod:`hopsearch.loaders.refusals`: a block, a closed index, ``unavailable_shards_exception`` where a
+shard has no active primary or fewer active copies than ``es_wait_for_active_shards`` asks for within
+the write ``timeout``, 429s left after every retry): those documents are fine, the cluster is not, and
+dead-lettering them would lose them quietly.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import orjson
 
 from hopsearch.loaders.model import LoadOptions, SourceBatch
+from hopsearch.loaders.refusals import block_advice, cluster_side, error_text, is_block
 from hopsearch.service.errors import StoreError, StoreUnavailable
 from hopsearch.service.store import Store
 
@@ -79,27 +82,31 @@ async def send_batch(
     for i, item in enumerate(response.get("items", [])):
         op, info = next(iter(item.items()))
         status = int(info.get("status", 0))
-        if status == 429:
+        if status == 429 and not is_block(info):
             again.append(i)
         elif "error" in info or status >= 300:
             ok[i] = False
             failures.append({op: {**info, "_id": batch.ids[i]}})
     if again:
         failures += await _retry(store, index, batch, body, again, ok, options)
-    _raise_cluster_side(failures, count)
+    _raise_cluster_side(failures, count, index)
     return ok, failures
 
 
-def _raise_cluster_side(failures: list[Mapping[str, Any]], count: int) -> None:
-    """Raise where an item failed with a 5xx: the cluster could not take it (resend after ``--resume``)."""
-    unavailable = [info for item in failures for info in item.values() if int(info.get("status", 0)) >= 500]
-    if unavailable:
-        error = unavailable[0].get("error")
-        reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
-        raise StoreUnavailable(
-            f"bulk: the cluster could not take {len(unavailable)} of {count} documents ({reason})",
-            details={"status": int(unavailable[0].get("status", 503))},
-        )
+def _raise_cluster_side(failures: list[Mapping[str, Any]], count: int, index: str) -> None:
+    """Raise where an item was refused for the cluster's sake, not its own (resent after ``--resume``)."""
+    refused = [info for item in failures for info in item.values() if cluster_side(info)]
+    if not refused:
+        return
+    reason = error_text(refused[0])
+    advice = block_advice(reason, index)
+    message = f"bulk: the cluster could not take {len(refused)} of {count} documents ({reason})"
+    if advice is not None:
+        message = f"bulk: {advice}; nothing was dead-lettered for it ({len(refused)} of {count} refused: {reason})"
+    details: dict[str, Any] = {"status": int(refused[0].get("status", 503)), "refused": len(refused)}
+    if advice is not None:
+        details["advice"] = advice
+    raise StoreUnavailable(message, details=details)
 
 
 async def _retry(

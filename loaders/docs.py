@@ -20,10 +20,11 @@ from the vector cache or read back from the index, never embedded again.
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
 an unreadable directory — when its library fails on it (a corrupt PDF), when a zip-based file is over
-the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), or when it yields no text (an
-empty file). Such a file's earlier chunks, if any, are left in place. The files under a directory that
-cannot be listed are unknown, not gone: their chunks stay, and the report names the directory
-(``unreadable_dirs``; the CLI exits non-zero on it).
+the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it yields no text (an empty
+file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). Such a file's earlier
+chunks, if any, are left in place. The files under a directory that cannot be listed are unknown, not
+gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero
+on it).
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from hopsearch.loaders.acl import FolderAcls
+from hopsearch.loaders.batching import cut
 from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.extract import EXTRACTORS, extract
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
@@ -63,12 +66,30 @@ def doc_id_of(path: str) -> str:
     return hashlib.sha1(path.encode()).hexdigest()[:20]
 
 
+def shown(path: str) -> str:
+    """``path`` as text that can be stored and printed: bytes of its name that are not UTF-8 (Python keeps
+    them as lone surrogates) written as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+NOT_UTF8 = "file name is not valid UTF-8 (a passage's path is stored as UTF-8 text): rename the file to load it"
+
+
 class DocsSource:
     """The files under ``root`` as batches of chunks; files unchanged against ``state`` are skipped."""
 
     kind = "docs"
     #: An unchanged file whose ACL changed is re-sent whole, its vectors read back (:mod:`..reuse`).
     reuses_vectors = True
+    resumable = False
 
     def __init__(
         self,
@@ -104,7 +125,7 @@ class DocsSource:
 
         def on_error(exc: OSError) -> None:
             why = f"unreadable directory: {exc.strerror or exc} (chunks of its files kept)"
-            self.walk_errors.append((str(exc.filename), why))
+            self.walk_errors.append((shown(str(exc.filename)), why))
 
         for folder, dirs, names in os.walk(self.path, onerror=on_error):
             dirs.sort()
@@ -115,6 +136,13 @@ class DocsSource:
 
     def total(self) -> int | None:
         return len(self.files) + len(self.walk_errors)
+
+    def own_passages(self) -> dict[str, Any]:
+        """The chunks of this folder's files (of the one file, with ``only``), but for those under a
+        directory that could not be listed: unknown, not gone."""
+        where = {"term": {"path": str(self.only)}} if self.only else {"prefix": {"path": f"{self.path}{os.sep}"}}
+        unknown = [{"prefix": {"path": f"{folder.rstrip(os.sep)}{os.sep}"}} for folder, _ in self.walk_errors]
+        return {"bool": {"filter": [{"term": {"source": "docs"}}, where], "must_not": unknown}}
 
     def _read(self, path: str) -> tuple[bytes, os.stat_result]:
         try:
@@ -140,72 +168,81 @@ class DocsSource:
 
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         stamp = datetime.now(UTC).isoformat()
-        batch = SourceBatch(after=start_after, one_doc_per_position=False)
-        root = str(self.path)
         entries = [(p, None) for p in self.files] + [(p, why) for p, why in self.walk_errors]
-        for position, (path, walk_error) in enumerate(entries, start=1):
-            if position <= start_after or (limit is not None and position > start_after + limit):
-                continue
-            batch.read += 1
-            batch.last = position
-            batch.progress = position
-            where = {"file": path}
-            if walk_error is not None:
-                batch.reject(position, where, walk_error)
-                continue
-            try:
-                data, info = self._read(path)
-                sha = hashlib.sha256(data).hexdigest()
-                known = self.state.get(path, [])
-                acl = self.acls.acl_of(Path(path))
-                unchanged = len(known) == 1 and self._complete(sha, *known[0][:4])
-                if unchanged and known[0][4] == (acl or ()):
-                    batch.skipped += 1
-                    continue
-                title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
-                lang = detect_lang(" ".join(b.text for b in blocks))
-                chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
-                if not chunks:
-                    raise InputError("no text extracted (empty document)")
-            except InputError as exc:
-                batch.reject(position, where, exc.reason)
-                continue
-            doc_id = doc_id_of(path)
-            # surplus old chunks go for a re-sent file too (they would keep its old ACL)
-            self.changed[path] = len(chunks)
-            self.acl_changed += unchanged  # only its ACL changed: the same chunks again, whole, vectors kept
-            meta = {
-                "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
-                "size": info.st_size,
-                "type": Path(path).suffix.lower().lstrip("."),
-                "chunks": len(chunks),
-                "root": root,
+
+        def fill(batch: SourceBatch, files: Iterator[tuple[int, tuple[str, str | None]]]) -> None:
+            for position, (path, walk_error) in files:
+                batch.last = position
+                if walk_error is None and _not_utf8(path):
+                    walk_error = NOT_UTF8
+                if walk_error is not None:
+                    batch.reject(position, {"file": shown(path)}, walk_error)
+                else:
+                    self._add_file(batch, position, path, stamp)
+                if len(batch.ids) >= batch_size:
+                    return
+
+        yield from cut(
+            enumerate(entries[start_after:], start=start_after + 1),
+            fill,
+            start_after=start_after,
+            batch_size=batch_size,
+            limit=limit,
+            progress=lambda batch: batch.last,
+            make=partial(SourceBatch, one_doc_per_position=False),
+        )
+
+    def _add_file(self, batch: SourceBatch, position: int, path: str, stamp: str) -> None:
+        """One file's chunks into ``batch``, or its rejection; skipped where the index holds it already."""
+        where = {"file": path}
+        try:
+            data, info = self._read(path)
+            sha = hashlib.sha256(data).hexdigest()
+            known = self.state.get(path, [])
+            acl = self.acls.acl_of(Path(path))
+            unchanged = len(known) == 1 and self._complete(sha, *known[0][:4])
+            if unchanged and known[0][4] == (acl or ()):
+                batch.skipped += 1
+                return
+            title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
+            lang = detect_lang(" ".join(b.text for b in blocks))
+            chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
+            if not chunks:
+                raise InputError("no text extracted (empty document)")
+        except InputError as exc:
+            batch.reject(position, where, exc.reason)
+            return
+        doc_id = doc_id_of(path)
+        # surplus old chunks go for a re-sent file too (they would keep its old ACL)
+        self.changed[path] = len(chunks)
+        self.acl_changed += unchanged  # only its ACL changed: the same chunks again, whole, vectors kept
+        meta = {
+            "mtime": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+            "size": info.st_size,
+            "type": Path(path).suffix.lower().lstrip("."),
+            "chunks": len(chunks),
+            "root": str(self.path),
+        }
+        for n, chunk in enumerate(chunks):
+            body: dict[str, Any] = {
+                "title": title or Path(path).stem,
+                "text": chunk.text,
+                "source": "docs",
+                "doc_id": doc_id,
+                "chunk": n,
+                "path": path,
+                "url": Path(path).as_uri(),
+                "headings": list(chunk.headings),
+                "lang": lang,
+                "metadata": meta,
+                "content_sha": sha,
+                "indexed_at": stamp,
             }
-            for n, chunk in enumerate(chunks):
-                body: dict[str, Any] = {
-                    "title": title or Path(path).stem,
-                    "text": chunk.text,
-                    "source": "docs",
-                    "doc_id": doc_id,
-                    "chunk": n,
-                    "path": path,
-                    "url": Path(path).as_uri(),
-                    "headings": list(chunk.headings),
-                    "lang": lang,
-                    "metadata": meta,
-                    "content_sha": sha,
-                    "indexed_at": stamp,
-                }
-                if acl is not None:
-                    body["acl"] = list(acl)
-                if unchanged:
-                    batch.stored.append(len(batch.bodies))
-                batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
-            if len(batch.ids) >= batch_size:
-                yield batch
-                batch = SourceBatch(after=position, one_doc_per_position=False)
-        if batch.read:
-            yield batch
+            if acl is not None:
+                body["acl"] = list(acl)
+            if unchanged:
+                batch.stored.append(len(batch.bodies))
+            batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
 
 
 async def existing_state(
@@ -216,6 +253,7 @@ async def existing_state(
     name = index or store.settings.passages_alias
     if not await store.exists(name):
         return {}
+    await store.refresh(name)  # a load stopped by a block never refreshed: its chunks count as held too
     where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
     query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
     sources = [{"path": {"terms": {"field": "path"}}}, {"sha": {"terms": {"field": "content_sha"}}}]
@@ -317,7 +355,7 @@ async def load_docs(
     re-sent whole without embedding it again."""
     root, only = _target(root)
     try:
-        acls = FolderAcls(acl)
+        acls = FolderAcls(acl if acl is not None else (options.acl if options is not None else None))
     except ValueError as exc:
         raise InputError(str(exc), source="--acl") from exc
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)

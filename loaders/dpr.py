@@ -15,16 +15,14 @@ at a time.
 from __future__ import annotations
 
 import csv
-import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO
 
 import orjson
 
 from hopsearch.loaders.acl import PUBLIC_ACL, acl_value
+from hopsearch.loaders.batching import LineFill, LineSource, open_lines
 from hopsearch.loaders.bulk import ACTION_HEAD, ACTION_TAIL
 from hopsearch.loaders.model import SourceBatch
 
@@ -32,19 +30,11 @@ csv.field_size_limit(1 << 24)
 
 HEADER = ("id", "text", "title")
 #: The header of a file whose passages say who may read them (``acl``: comma-separated principals).
-HEADER_ACL = [b"id", b"text", b"title", b"acl"]
+HEADER_ACL = (*HEADER, "acl")
 MAX_ID_BYTES = 512
 
 
-def open_lines(path: Path) -> tuple[BinaryIO | gzip.GzipFile, BinaryIO]:
-    """``(lines, raw)``: the (decompressed) byte stream and the file whose ``tell()`` measures progress."""
-    raw = path.open("rb", buffering=1 << 20)
-    if path.suffix == ".gz":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    return raw, raw
-
-
-class DprSource:
+class DprSource(LineSource):
     """Streams ``psgs_w100.tsv[.gz]`` as batches of passages.
 
     With ``encode`` (BM25-only loads: nothing is added to a passage) each passage's ``_bulk`` lines are
@@ -53,46 +43,38 @@ class DprSource:
     """
 
     kind = "dpr"
+    header = "\t".join(HEADER).encode()
+    with_acl = False
 
     def __init__(self, path: Path, *, encode: bool = False) -> None:
-        self.path = path
+        super().__init__(path)
         self.encode = encode
 
-    def total(self) -> int | None:
-        return self.path.stat().st_size
+    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+        self.with_acl = self._has_acl_column()
+        self.header = "\t".join(HEADER_ACL if self.with_acl else HEADER).encode()
+        return super().batches(start_after, batch_size, limit)
 
     def _has_acl_column(self) -> bool:
         lines, raw = open_lines(self.path)
         with raw, lines:
-            return lines.readline().rstrip(b"\r\n").split(b"\t") == HEADER_ACL
+            return lines.readline().rstrip(b"\r\n") == "\t".join(HEADER_ACL).encode()
 
-    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+    def reader(self) -> LineFill:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
-        dumps, encode = orjson.dumps, self.encode
+        dumps = orjson.dumps
         tail = b',"acl":' + dumps(list(PUBLIC_ACL)) + b',"indexed_at":' + dumps(stamp) + b"}\n"
-        with_acl = self._has_acl_column()
-        encode = encode and not with_acl  # each line's own acl: built as a dict
-        lines, raw = open_lines(self.path)
-        with raw, lines:
-            batch = SourceBatch(after=start_after, file=file)
-            offset = 0
-            for line in islice(lines, start_after):  # what the checkpoint covers (the header included)
-                offset += len(line)
-            rest: Iterator[bytes] = lines
-            if start_after == 0 and (first := lines.readline()):
-                if first.rstrip(b"\r\n").split(b"\t") in ([h.encode() for h in HEADER], HEADER_ACL):
-                    offset, batch.after = len(first), 1
-                else:
-                    rest = chain((first,), lines)
+        with_acl = self.with_acl
+        encode = self.encode and not with_acl  # each line's own acl: built as a dict
+
+        def fill(batch: SourceBatch, lines: Iterator[tuple[int, bytes]], offset: int) -> int:
             ids, bodies, encoded = batch.ids, batch.bodies, batch.encoded
             positions, offsets = batch.doc_pos, batch.offsets
-            number = batch.after  # the last line read so far
-            read = 0
-            for number, line in enumerate(islice(rest, limit), start=batch.after + 1):
+            number = batch.last
+            for number, line in lines:
                 here = offset
                 offset += len(line)
-                read += 1
                 acl: list[str] | str = list(PUBLIC_ACL)
                 whole = line
                 if with_acl:
@@ -132,16 +114,10 @@ class DprSource:
                     batch.skipped += 1
                 else:
                     batch.reject(number, {"file": file, "line": number, "offset": here}, *fields)
-                if read >= batch_size:
-                    batch.read, batch.last, batch.progress = read, number, raw.tell()
-                    yield batch
-                    batch = SourceBatch(after=number, file=file)
-                    ids, bodies, encoded = batch.ids, batch.bodies, batch.encoded
-                    positions, offsets = batch.doc_pos, batch.offsets
-                    read = 0
-            if read or batch.after != start_after:
-                batch.read, batch.last, batch.progress = read, max(number, batch.after), raw.tell()
-                yield batch
+            batch.last = number
+            return offset
+
+        return fill
 
 
 #: The pieces of an encoded passage between its fields: the same bytes as ``orjson.dumps`` of the dict

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from hopsearch.loaders.acl import acl_value
-from hopsearch.loaders.dpr import MAX_ID_BYTES, open_lines
+from hopsearch.loaders.batching import LineFill, LineSource
+from hopsearch.loaders.dpr import MAX_ID_BYTES
 from hopsearch.loaders.model import SourceBatch
 
 
@@ -55,34 +55,19 @@ def beir_document(record: Any) -> tuple[str, dict[str, Any]] | str:
     return doc_id, body
 
 
-class JsonlSource:
+class JsonlSource(LineSource):
     """Streams a JSONL corpus as batches of documents."""
 
     kind = "jsonl"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def total(self) -> int | None:
-        return self.path.stat().st_size
-
-    def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
+    def reader(self) -> LineFill:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
-        lines, raw = open_lines(self.path)
-        with raw, lines:
-            batch = SourceBatch(after=start_after)
-            offset = 0
-            budget = limit if limit is not None else -1
-            for number, line in enumerate(lines, start=1):
+
+        def fill(batch: SourceBatch, lines: Iterator[tuple[int, bytes]], offset: int) -> int:
+            for number, line in lines:
                 here = offset
                 offset += len(line)
-                if number <= start_after:
-                    continue
-                if budget == 0:
-                    break
-                budget -= 1
-                batch.read += 1
                 batch.last = number
                 where = {"file": file, "line": number, "offset": here}
                 if not line.strip():
@@ -99,10 +84,6 @@ class JsonlSource:
                 doc_id, body = parsed
                 body["indexed_at"] = stamp
                 batch.add(number, doc_id, body, where)
-                if batch.read >= batch_size:
-                    batch.progress = raw.tell()
-                    yield batch
-                    batch = SourceBatch(after=number)
-            if batch.read:
-                batch.progress = raw.tell()
-                yield batch
+            return offset
+
+        return fill

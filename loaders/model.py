@@ -88,6 +88,12 @@ class Source(Protocol):
 
     kind: str
     path: Path
+    #: a stopped load goes on with ``--resume`` (a docs load is incremental instead: it is run again)
+    resumable: bool
+
+    def own_passages(self) -> dict[str, Any]:
+        """The query of the passages this load writes: what a ``--rebuild`` replaces (the rest of the
+        index is copied into the new version)."""
 
     def total(self) -> int | None:
         """Progress units of the whole source (bytes), ``None`` if unknown."""
@@ -129,6 +135,9 @@ class LoadOptions:
     refresh: bool = True
     #: load into this index or alias (created as a passages index if missing) instead of the default alias
     index: str | None = None
+    #: docs: the principals of the files no ``.hopsearch-acl.yaml`` covers (None: no ``acl``; the
+    #: ``acl_default`` setting decides at search time)
+    acl: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

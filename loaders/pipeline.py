@@ -35,10 +35,12 @@ from hopsearch.loaders.checkpoint import (
     write_checkpoint,
 )
 from hopsearch.loaders.model import LoadOptions, LoadReport, NoProgress, Progress, Rejection, Source, SourceBatch
+from hopsearch.loaders.rebuild import copy_rest, rebuild_advice
+from hopsearch.loaders.refusals import stopped
 from hopsearch.loaders.reuse import VectorCounts, fill_vectors
-from hopsearch.loaders.target import embedder_of_index, load_time_settings, open_target
+from hopsearch.loaders.target import LoadSettings, embedder_of_index, open_target
 from hopsearch.loaders.vector_cache import VectorCache
-from hopsearch.service.errors import ConfigError, HopsearchError, InputError, StoreError
+from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
 from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
@@ -260,10 +262,18 @@ async def run_load(
         rebuild=options.rebuild and previous is None,
         index=previous.index if previous else options.index,
     )
-    index, swap = await open_target(store, embedder, rebuild=options.rebuild, previous=previous, named=options.index)
     began = time.monotonic()
+    # the index the messages name until the target is known
+    index = previous.index if previous else options.index or settings.passages_alias
+    held: LoadSettings | None = None
+    checkpoint = previous
+    extra: dict[str, Any] = {}
     counts = VectorCounts()
-    async with load_time_settings(store, index, previous.restore_settings if previous else None) as restore:
+    try:
+        rebuild, named = options.rebuild, options.index
+        index, swap = await open_target(store, embedder, rebuild=rebuild, previous=previous, named=named)
+        held = LoadSettings(store, index, previous.restore_settings if previous else _left_over(ck_path, index))
+        restore = await held.remember()
         checkpoint = previous or Checkpoint(
             kind=source.kind,
             source=resolved,
@@ -274,39 +284,59 @@ async def run_load(
             restore_settings=restore,
         )
         write_checkpoint(ck_path, checkpoint, sync=True)
-        letters = DeadLetters(dl_path, source=str(source.path), keep_through=previous.position if previous else None)
-        tracker = _Tracker(checkpoint, ck_path, letters, progress)
-        progress.start(source.total(), checkpoint.progress, checkpoint.read)
-        cache = VectorCache.for_settings(settings) if embedder is not None else None
-        try:
-            with _few_gc_passes():
-                ja_analysis = (await store.index_meta(index)).get("ja_analysis")
-                await _pump(store, source, index, options, embedder, tracker, ja_analysis, cache, counts)
-        except HopsearchError as exc:
-            write_checkpoint(ck_path, tracker.checkpoint, sync=True)
-            at = tracker.checkpoint.position
-            note = f"; load stopped after position {at}, checkpoint {ck_path}: rerun with --resume"
-            if isinstance(exc, StoreError):
-                raise type(exc)(f"{exc}{note}", details={**exc.details, "checkpoint": str(ck_path)}) from exc
-            raise
-        finally:
-            letters.close()
-            if cache is not None:
-                cache.close()
+        kept = previous.position if previous else None
+        async with held:
+            letters = DeadLetters(dl_path, source=str(source.path), keep_through=kept)
+            tracker = _Tracker(checkpoint, ck_path, letters, progress)
+            progress.start(source.total(), checkpoint.progress, checkpoint.read)
+            cache = VectorCache.for_settings(settings) if embedder is not None else None
+            try:
+                with _few_gc_passes():
+                    ja_analysis = (await store.index_meta(index)).get("ja_analysis")
+                    await _pump(store, source, index, options, embedder, tracker, ja_analysis, cache, counts)
+            finally:
+                letters.close()
+                if cache is not None:
+                    cache.close()
+                checkpoint = tracker.checkpoint
+                write_checkpoint(ck_path, checkpoint, sync=True)
+            old = await store.passages_index() if swap else None
+            if old is not None and old != index:
+                copied = await copy_rest(store, old, index, source.own_passages(), embedder, options, ja_analysis)
+                extra |= {"copied": copied, "copied_from": old}
+    except EmbedderMismatch as exc:
+        shown = getattr(source, "only", None) or source.path  # a docs load of one file names the file
+        raise rebuild_advice(exc, source.kind, shown, options.index) from exc
+    except StoreError as exc:
+        at = checkpoint.position if checkpoint else None
+        raise stopped(exc, index, at, ck_path, held, resumable=source.resumable) from exc
     if options.refresh:
         await store.refresh(index)
     if swap:
         await store.swap_alias(index, delete_old=not options.keep_old)
     # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
-    exhausted = options.limit is None or tracker.checkpoint.read < options.limit
-    final = tracker.checkpoint.advanced(done=exhausted)
+    exhausted = options.limit is None or checkpoint.read < options.limit
+    final = checkpoint.advanced(done=exhausted)
     write_checkpoint(ck_path, final, sync=True)
     seconds = time.monotonic() - began
     report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
-    extra: dict[str, Any] = {"restarted": restarted} if restarted else {}
+    if restarted:
+        extra["restarted"] = restarted
     if embedder is not None or counts.stored:
         extra["vectors"] = counts.to_dict()
     return dataclasses.replace(report, extra=extra) if extra else report
+
+
+def _left_over(ck_path: Path, index: str) -> dict[str, Any] | None:
+    """The settings a stopped load of this source into ``index`` could not restore (a block refused
+    them), for a load that starts over instead of resuming (a docs load always does) to restore."""
+    try:
+        earlier = read_checkpoint(ck_path)
+    except ConfigError:
+        return None
+    if earlier is None or earlier.done or earlier.index != index or not earlier.restore_settings:
+        return None
+    return dict(earlier.restore_settings)
 
 
 def _report(

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from hopsearch.loaders.acl import PUBLIC_ACL
+from hopsearch.loaders.batching import FileSource, cut
 from hopsearch.loaders.model import SourceBatch
 from hopsearch.loaders.questions import parse_record
 from hopsearch.service.errors import InputError
@@ -48,62 +49,61 @@ def _records(path: Path) -> Iterator[tuple[int, int, Any | InputError]]:
                 yield number, here, InputError(f"invalid JSON: {exc}", source=str(path), position=number)
 
 
-class QaContextSource:
+#: One position: ``(position, where, paragraph number in its record, (id, paragraph) or the reason)``
+Unit = tuple[int, dict[str, Any], int, tuple[str, dict[str, Any]] | str]
+
+
+def _items(path: Path, record: Any | InputError, number: int) -> list[tuple[str, dict[str, Any]] | str]:
+    """A record's paragraphs as ``(id, paragraph)``, or one reason it cannot be read."""
+    if isinstance(record, InputError) or not isinstance(record, dict):
+        return [record.reason if isinstance(record, InputError) else "a record must be a JSON object"]
+    try:
+        parsed = parse_record(record, source=str(path), position=number)
+    except InputError as exc:
+        return [exc.reason]
+    return [(p.passage_id, {"title": p.title, "text": p.text, "dataset": parsed.dataset}) for p in parsed.paragraphs]
+
+
+class QaContextSource(FileSource):
     """Context paragraphs of a question file, deduplicated, as batches of passages."""
 
     kind = "qa"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def total(self) -> int | None:
-        return self.path.stat().st_size
 
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         file = str(self.path)
         stamp = datetime.now(UTC).isoformat()
         seen: set[bytes] = set()
-        batch = SourceBatch(after=start_after)
-        position = 0
-        budget = limit if limit is not None else -1
-        for number, offset, record in _records(self.path):
-            unit = "line" if offset >= 0 else "record"
-            where: dict[str, Any] = {"file": file, unit: number}
-            if offset >= 0:
-                where["offset"] = offset
-            if isinstance(record, InputError) or not isinstance(record, dict):
-                items: list[tuple[str, dict[str, Any]] | str] = [
-                    record.reason if isinstance(record, InputError) else "a record must be a JSON object"
-                ]
-            else:
-                try:
-                    parsed = parse_record(record, source=file, position=number)
-                except InputError as exc:
-                    items = [exc.reason]
-                else:
-                    items = [
-                        (p.passage_id, {"title": p.title, "text": p.text, "dataset": parsed.dataset})
-                        for p in parsed.paragraphs
-                    ]
-            for paragraph, item in enumerate(items):
-                position += 1
-                key = item[0].encode() if isinstance(item, tuple) else b""
-                if position <= start_after:
-                    seen.add(key)
-                    continue
-                if budget == 0:
-                    break
-                budget -= 1
-                batch.read += 1
+        at = 0  # byte offset of the record being read: the progress
+
+        def paragraphs() -> Iterator[Unit]:
+            nonlocal at
+            position = 0
+            for number, offset, record in _records(self.path):
+                at = max(offset, at)
+                unit = "line" if offset >= 0 else "record"
+                where: dict[str, Any] = {"file": file, unit: number}
+                if offset >= 0:
+                    where["offset"] = offset
+                for paragraph, item in enumerate(_items(self.path, record, number)):
+                    position += 1
+                    if position > start_after:
+                        yield position, where, paragraph, item
+                    elif isinstance(item, tuple):
+                        seen.add(item[0].encode())  # checkpointed, but its duplicates are skipped still
+            at = self.path.stat().st_size
+
+        def fill(batch: SourceBatch, units: Iterator[Unit]) -> None:
+            for position, where, paragraph, item in units:
                 batch.last = position
                 if isinstance(item, str):
                     batch.reject(position, where, item)
                     continue
+                doc_id, para = item
+                key = doc_id.encode()
                 if key in seen:
                     batch.skipped += 1
                     continue
                 seen.add(key)
-                doc_id, para = item
                 if not para["text"].strip():
                     batch.reject(position, {**where, "paragraph": paragraph}, "empty paragraph text")
                     continue
@@ -117,12 +117,7 @@ class QaContextSource:
                     "indexed_at": stamp,
                 }
                 batch.add(position, doc_id, body, {**where, "paragraph": paragraph})
-            if budget == 0:
-                break
-            if batch.read >= batch_size:
-                batch.progress = max(offset, 0)
-                yield batch
-                batch = SourceBatch(after=batch.last)
-        if batch.read:
-            batch.progress = self.path.stat().st_size
-            yield batch
+
+        yield from cut(
+            paragraphs(), fill, start_after=start_after, batch_size=batch_size, limit=limit, progress=lambda _: at
+        )

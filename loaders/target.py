@@ -15,8 +15,6 @@ failed does not wait (its index may lack a primary until a node comes back: the 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from hopsearch.loaders.checkpoint import Checkpoint
@@ -95,34 +93,56 @@ async def embedder_of_index(
     return found
 
 
-@asynccontextmanager
-async def load_time_settings(store: Store, index: str, restore: dict[str, Any] | None) -> AsyncIterator[dict[str, Any]]:
-    """Apply the load settings; yield the settings to restore (recorded in the checkpoint)."""
-    if restore is None:
-        current = await store.get_settings(index)
-        refresh = current.get("refresh_interval")
-        if refresh == "-1":
-            # Left over from a load that could not restore it: reset to the server default.
-            log.warning("index %s had refresh_interval -1 before the load; it will be reset", index)
-            refresh = None
-        replicas = store.settings.passages_replicas
-        restore = {
-            "refresh_interval": refresh,
-            "number_of_replicas": current.get("number_of_replicas", "1") if replicas is None else replicas,
-        }
-    await store.put_settings(index, load_settings(store.settings.es_wait_for_active_shards))
-    finished = False
-    try:
-        yield restore
-        finished = True
-    finally:
+class LoadSettings:
+    """``async with LoadSettings(store, index, restore):`` the load settings while the body runs, the
+    settings to restore (``restore``: the checkpoint's, else read by :meth:`remember`) afterwards.
+
+    A restore that Elasticsearch refuses (unreachable, or a block: under ``read_only_allow_delete`` the
+    settings are read-only too, on 7.x) is not raised: ``unrestored`` says why, for the load's error to
+    say so; the values stay in the checkpoint and the resumed load restores them."""
+
+    def __init__(self, store: Store, index: str, restore: dict[str, Any] | None) -> None:
+        self.store = store
+        self.index = index
+        self.restore = restore
+        self.unrestored: str | None = None
+
+    async def remember(self) -> dict[str, Any]:
+        """The settings to restore after the load (recorded in the checkpoint before anything changes)."""
+        if self.restore is None:
+            current = await self.store.get_settings(self.index)
+            refresh = current.get("refresh_interval")
+            if refresh == "-1":
+                # Left over from a load that could not restore it: reset to the server default.
+                log.warning("index %s had refresh_interval -1 before the load; it will be reset", self.index)
+                refresh = None
+            replicas = self.store.settings.passages_replicas
+            self.restore = {
+                "refresh_interval": refresh,
+                "number_of_replicas": current.get("number_of_replicas", "1") if replicas is None else replicas,
+            }
+        return self.restore
+
+    async def __aenter__(self) -> LoadSettings:
+        resumed = self.restore is not None
+        await self.remember()
         try:
-            await store.put_settings(index, restore)
+            await self.store.put_settings(self.index, load_settings(self.store.settings.es_wait_for_active_shards))
         except StoreError as exc:
-            log.warning("could not restore the settings of %s (%s); --resume restores them", index, exc)
+            if resumed:  # what the interrupted load left stays until a load gets through
+                self.unrestored = str(exc)
+            raise
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            await self.store.put_settings(self.index, await self.remember())
+        except StoreError as exc:
+            self.unrestored = str(exc)
+            log.warning("could not restore the settings of %s (%s); the next load of it restores them", self.index, exc)
         else:
-            if finished:
-                await _wait_placed(store, index)
+            if kind is None:
+                await _wait_placed(self.store, self.index)
 
 
 async def _wait_placed(store: Store, index: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ def cli_env(es_node: EsNode, tmp_path: Path) -> Iterator[dict[str, str]]:
         "HOPSEARCH_STATE_DIR": str(tmp_path / "state"),
         "HOPSEARCH_EMBEDDER": "none",
     }
-    httpx.delete(f"{es_node.url}/{prefix}-*")
+    httpx.delete(f"{es_node.url}/{prefix}-*", timeout=60)  # a busy shared node answers late
 
 
 def count(env: dict[str, str]) -> int:
@@ -140,3 +141,80 @@ def test_docs_into_a_named_index_a_single_file_and_search_filters(cli_env: dict[
     assert sources("--index", named) == ["docs"]
     bad = runner.invoke(main, ["search", "holiday", "--filter", "nonsense"], env=cli_env)
     assert bad.exit_code == 2 and "FIELD=VALUE" in bad.output
+
+
+def test_a_file_name_that_is_not_utf8_is_one_dead_letter(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """``bad\\xff.md`` (a real file whose name is not UTF-8) is one dead letter, its name escaped, and the
+    rest of the folder loads and is recorded (issue 27, item 7: it aborted the load with a traceback)."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "good.md").write_text("# Good\n\nAlpha handbook text.\n")
+    (docs / "sub" / "fine.txt").write_text("Bravo handbook text.\n")
+    with open(os.path.join(os.fsencode(docs), b"bad\xff.md"), "wb") as bad:
+        bad.write(b"# Bad\n\nCharlie text under a name that is not UTF-8.\n")
+    runner = CliRunner()
+    result = runner.invoke(main, ["index", "docs", str(docs), "--quiet"], env=cli_env)
+    assert result.exit_code == EXIT_REJECTED, result.output
+    assert "read 3 = indexed 2 + rejected 1 + skipped 0  [reconciled]" in result.output
+    assert count(cli_env) == 2
+    listed = runner.invoke(main, ["loads", "list", "--json"], env=cli_env)
+    assert listed.exit_code == 0, listed.output
+    [load] = json.loads(listed.output)
+    assert load["dead_letters"] == 1 and load["report"]["indexed"] == 2
+    [letter] = [json.loads(line) for line in Path(load["report"]["dead_letter"]).read_text().splitlines()]
+    assert letter["file"] == str(docs) + "/bad\\xff.md"
+    assert "not valid UTF-8" in letter["reason"]
+    again = runner.invoke(main, ["index", "docs", str(docs), "--quiet", "--allow-rejects"], env=cli_env)
+    assert again.exit_code == 0, again.output
+    assert "read 3 = indexed 0 + rejected 1 + skipped 2  [reconciled]" in again.output
+
+
+def test_rebuild_for_vectors_keeps_every_other_source(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """Vectors for a folder added to a BM25-only index: the refusal names the command that keeps every
+    passage, and that ``--rebuild`` copies the other sources' passages (with vectors) into the new version
+    before the old one goes (issue 27, item 8: it kept only the new folder's). A later rebuild of one folder
+    replaces that folder's passages alone."""
+    url, prefix = cli_env["HOPSEARCH_ES_URL"], cli_env["HOPSEARCH_INDEX_PREFIX"]
+    handbook, new = tmp_path / "handbook", tmp_path / "new"
+    for folder, names in ((handbook, ["a1", "a2", "a3"]), (new, ["b1", "b2"])):
+        folder.mkdir()
+        for name in names:
+            (folder / f"{name}.md").write_text(f"# {name}\n\nThe {name} policy says what {name} means.\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(f'{{"_id": "j{n}", "title": "J{n}", "text": "jsonl passage {n}"}}\n' for n in range(3)))
+    runner = CliRunner()
+    for args in (["docs", str(handbook)], ["jsonl", str(corpus)]):
+        loaded = runner.invoke(main, ["index", *args, "--quiet"], env=cli_env)
+        assert loaded.exit_code == 0, loaded.output
+    assert count(cli_env) == 6
+
+    vectors = {**cli_env, "HOPSEARCH_EMBEDDER": "minilm"}
+    refused = runner.invoke(main, ["index", "docs", str(new), "--quiet"], env=vectors)
+    assert refused.exit_code == 1, refused.output
+    command = f"hopsearch index docs {new.resolve()} --rebuild"
+    assert command in refused.output and "copies every other passage" in refused.output, refused.output
+
+    rebuilt = runner.invoke(main, [*command.split()[1:], "--quiet", "--json"], env=vectors)
+    assert rebuilt.exit_code == 0, rebuilt.output
+    report = json.loads(rebuilt.output)
+    assert (report["indexed"], report["copied"], report["index"]) == (2, 6, f"{prefix}-passages-v2")
+    assert httpx.head(f"{url}/{prefix}-passages-v1").status_code == 404  # the old version went, nothing with it
+
+    def held() -> list[tuple[str, str, bool]]:
+        httpx.post(f"{url}/{prefix}-passages/_refresh")
+        body = {"size": 100, "_source": ["source", "path", "doc_id", "embedder"]}
+        hits = httpx.post(f"{url}/{prefix}-passages/_search", json=body).json()["hits"]["hits"]
+        return sorted(
+            (h["_source"]["source"], Path(h["_source"].get("path") or h["_source"]["doc_id"]).name,
+             bool(h["_source"].get("embedder")))
+            for h in hits
+        )  # fmt: skip
+
+    docs = [("docs", f"{name}.md", True) for name in ("a1", "a2", "a3", "b1", "b2")]
+    assert held() == docs + [("jsonl", f"j{n}", True) for n in range(3)]  # all kept, all with vectors
+
+    (handbook / "a3.md").unlink()
+    again = runner.invoke(main, ["index", "docs", str(handbook), "--rebuild", "--quiet", "--json"], env=vectors)
+    assert again.exit_code == 0, again.output
+    assert (json.loads(again.output)["indexed"], json.loads(again.output)["copied"]) == (2, 5)
+    assert held() == [d for d in docs if d[1] != "a3.md"] + [("jsonl", f"j{n}", True) for n in range(3)]

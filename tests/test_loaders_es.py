@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from hopsearch.loaders.checkpoint import read_checkpoint
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.errors import EmbedderMismatch, InputError
+from hopsearch.service.errors import EmbedderMismatch, InputError, StoreUnavailable
 from hopsearch.service.store import Store
 from tests.loader_files import write_dpr
 
@@ -241,7 +242,10 @@ async def test_429s_are_retried_with_back_off_through_a_refusing_proxy(es_node: 
         await proxy.stop()
 
 
-async def test_items_still_refused_after_the_retries_are_dead_lettered(es_node: Any, tmp_path: Path) -> None:
+async def test_items_still_refused_after_the_retries_stop_the_load(es_node: Any, tmp_path: Path) -> None:
+    """A 429 left after every retry is the cluster's load, not the document's fault: the load stops with its
+    checkpoint, nothing dead-lettered, and ``--resume`` sends the row again (issue 27, item 6: it was a
+    dead letter that the resume skipped)."""
     from tests.conftest import make_settings
     from tests.counting_proxy import CountingProxy
 
@@ -257,15 +261,26 @@ async def test_items_still_refused_after_the_retries_are_dead_lettered(es_node: 
         return orjson.dumps(answer)
 
     proxy = CountingProxy(es_node.url, rewrite=always_429_for_the_second)
-    store = await Store.connect(make_settings(await proxy.start()))
+    settings = make_settings(await proxy.start())
+    store = await Store.connect(settings)
     try:
         path = tmp_path / "psgs.tsv"
         write_dpr(path, 4)
         opts = options(tmp_path, batch_size=4, workers=1, initial_backoff=0.01, max_retries=2)
-        report = await load_dpr(store, path, opts)
-        assert (report.read, report.indexed, report.rejected) == (4, 3, 1) and report.reconciled
-        [letter] = read_letters(report.dead_letter)
-        assert letter["_id"] == "2" and letter["line"] == 3 and "HTTP 429" in letter["reason"]
+        with pytest.raises(StoreUnavailable) as stopped:
+            await load_dpr(store, path, opts)
+        assert "es_rejected_execution_exception" in str(stopped.value) and "--resume" in str(stopped.value)
+        saved = read_checkpoint(opts.checkpoint or tmp_path)
+        assert saved is not None and (saved.position, saved.rejected) == (0, 0)  # before the batch of the 429
+        assert read_letters(str(opts.dead_letter)) == []
+        direct = await Store.connect(settings.model_copy(update={"es_url": [es_node.url]}))
+        try:
+            report = await load_dpr(direct, path, dataclasses.replace(opts, resume=True))
+        finally:
+            await direct.close()
+        assert (report.read, report.indexed, report.rejected) == (4, 4, 0) and report.reconciled
+        await store.refresh(report.index)
+        assert await all_ids(store, report.index) == ["1", "2", "3", "4"]
     finally:
         await store.client.indices.delete(index=f"{store.settings.index_prefix}-*")
         await store.close()

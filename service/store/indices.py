@@ -152,10 +152,15 @@ class IndexLifecycle(Connected):
         """Add the ``embedder`` keyword (which model made a document's vector) and ``acl`` to a passages
         index made before they existed (:meth:`upgrade_in_place`); a no-op where they are there. ``embedder``
         is written with every vector, it is what an incremental load and a dense search ask to find
-        documents without one (``exists`` cannot see a ``_source``-only vector); a load writes ``acl``."""
+        documents without one (``exists`` cannot see a ``_source``-only vector); a load writes ``acl``.
+        The mapping is asked first: a block (the flood stage's read-only one) refuses even a put mapping
+        that changes nothing, and a load then should fail where the block is named."""
         meta = await self.index_meta(index)
         if schema_version(meta) and schema_version(meta) < SCHEMA_VERSION:
             await self.upgrade_in_place(index)
+            return
+        mappings = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        if mappings and all("embedder" in m.get("mappings", {}).get("properties", {}) for m in mappings.values()):
             return
         body = {"properties": {"embedder": {"type": "keyword"}}}
         await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
