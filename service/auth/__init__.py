@@ -1,0 +1,1 @@
+"""Identities: stored API keys, end-user tokens, groups (issue 28)."""
