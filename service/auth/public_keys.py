@@ -120,9 +120,12 @@ class JwksFile:
 class JwksUrl:
     """A JWKS URL, fetched with httpx and kept ``refresh_s`` seconds (an injectable client for tests)."""
 
-    def __init__(self, url: str, *, refresh_s: float, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, url: str, *, refresh_s: float, client: httpx.AsyncClient | None = None, refetch_s: float = REFETCH_S
+    ) -> None:
         self.where = url
         self.refresh_s = refresh_s
+        self.refetch_s = refetch_s
         self._client = client or httpx.AsyncClient(timeout=FETCH_TIMEOUT_S, follow_redirects=False)
         self._owned = client is None
         self._keys: dict[str, dict[str, Any]] | None = None
@@ -134,7 +137,7 @@ class JwksUrl:
             await self._fetch(self._fetched)
         assert self._keys is not None
         found = _pick(self._keys, kid)
-        if found is None and time.monotonic() - self._fetched > REFETCH_S:
+        if found is None and time.monotonic() - self._fetched > self.refetch_s:
             await self._fetch(self._fetched)
             found = _pick(self._keys, kid)
         return found
@@ -155,7 +158,7 @@ class JwksUrl:
                     ) from exc
                 log.warning("JWKS %s could not be fetched again (%s): the keys before stay in use", self.where, exc)
                 # try again in REFETCH_S, not after a whole refresh interval
-                self._fetched = time.monotonic() - self.refresh_s + REFETCH_S
+                self._fetched = time.monotonic() - self.refresh_s + self.refetch_s
                 return
             self._keys, self._fetched = keys, time.monotonic()
             log.info("JWKS %s: %d signing keys", self.where, len(keys))

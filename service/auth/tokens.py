@@ -143,18 +143,22 @@ class JwtVerifier:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.InvalidTokenError as exc:
             _refuse("malformed", f"the token is not a valid JWT: {exc}")
-        if self.idp is not None and unverified.get("iss") == self.settings.idp_issuer:
+        issuer = unverified.get("iss")
+        if self.idp is not None and issuer == self.settings.idp_issuer:
             return await self._idp_token(token, header, self.idp)
-        return await self._backend_token(token, header)
+        return await self._backend_token(token, header, issuer)
 
     # --- a back end's token ------------------------------------------------------------------
-    async def _backend_token(self, token: str, header: Mapping[str, Any]) -> Caller:
+    async def _backend_token(self, token: str, header: Mapping[str, Any], issuer: Any) -> Caller:
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid.strip():
             _refuse("unknown_key", "the token's header names no `kid` (`<key name>/<public key id>`)")
         name, _, key_id = kid.partition("/")
         record = await self.keys.by_name(name) if self.keys is not None else None
         if record is None:
+            if issuer is not None and self.idp is not None:
+                why = f"its `iss` [{issuer}] is not the IdP's ({self.settings.idp_issuer}), and its kid [{kid}]"
+                _refuse("issuer", f"the token is refused: {why} names no API key", kid=kid)
             _refuse("unknown_key", f"the token's kid [{kid}] names no API key", kid=kid)
         if not record.usable(datetime.now(UTC)):
             why = "revoked" if record.revoked else f"expired at {record.expires}"
@@ -169,7 +173,11 @@ class JwtVerifier:
             )
         whose = f"API key [{name}]'s public key [{token_key.kid}]"
         key = _public_key(token_key.algorithm, token_key.public_pem)
-        claims = _decode(token, key, token_key.algorithm, whose, require=("sub",))
+        try:
+            claims = _decode(token, key, token_key.algorithm, whose, require=("sub",))
+        except AuthenticationError as exc:
+            exc.details.setdefault("key", name)
+            raise
         self._check_ttl(claims, self.settings.token_max_ttl_s, "token_max_ttl_s")
         subject = self._subject(claims, "sub")
         claimed = self._principals(claims, self.settings.token_principals_claim, "")
@@ -229,15 +237,19 @@ class JwtVerifier:
         except jwt.PyJWTError as exc:
             _refuse("algorithm", f"the IdP's key [{kid}] is no {alg} key: {exc}", issuer=issuer)
         subject_claim = self.settings.idp_subject_claim
-        claims = _decode(
-            token,
-            key,
-            str(alg),
-            f"the IdP's key [{kid}]",
-            issuer=issuer,
-            audience=list(self.settings.idp_audience),
-            require=("iss", "aud", subject_claim),
-        )
+        try:
+            claims = _decode(
+                token,
+                key,
+                str(alg),
+                f"the IdP's key [{kid}]",
+                issuer=issuer,
+                audience=list(self.settings.idp_audience),
+                require=("iss", "aud", subject_claim),
+            )
+        except AuthenticationError as exc:
+            exc.details.setdefault("issuer", issuer)
+            raise
         self._check_ttl(claims, self.settings.idp_max_ttl_s, "idp_max_ttl_s")
         subject = self._subject(claims, subject_claim)
         groups = self._principals(claims, self.settings.idp_groups_claim, "group:")
