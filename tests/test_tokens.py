@@ -21,26 +21,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from hopsearch.service.auth.public_keys import JwksUrl, token_key
 from hopsearch.service.auth.records import KeyRecord, TokenKey
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
 from hopsearch.service.errors import ApiError, AuthenticationError, AuthorizationError, ConfigError, InputError
 from hopsearch.service.settings import Settings
-
-ISSUER = "https://login.example.com/tenant/v2.0"
-AUDIENCE = "api://hopsearch"
-
-
-def pem(public: Any) -> str:
-    return str(
-        public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    )
+from tests.token_fixtures import AUDIENCE, ISSUER, Keys, claims, idp_claims, jwk, pem, sign
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +41,6 @@ def ed_key() -> ed25519.Ed25519PrivateKey:
 @pytest.fixture(scope="module")
 def rsa_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-class Keys:
-    """The key store as the verifier sees it: records by name (secrets play no part in tokens)."""
-
-    def __init__(self, *records: KeyRecord) -> None:
-        self.records = {r.name: r for r in records}
-
-    async def by_name(self, name: str) -> KeyRecord | None:
-        return self.records.get(name)
-
-    async def by_secret(self, secret: str) -> KeyRecord | None:
-        return None
 
 
 class Groups:
@@ -85,15 +62,6 @@ def backend(ed_key: ed25519.Ed25519PrivateKey, rsa_key: rsa.RSAPrivateKey) -> Ke
             TokenKey("rsa1", "RS256", pem(rsa_key.public_key())),
         ),
     )
-
-
-def claims(**extra: Any) -> dict[str, Any]:
-    return {"sub": "alice", "exp": int(time.time()) + 600, "principals": ["group:staff"], **extra}
-
-
-def sign(key: Any, alg: str, kid: str | None, body: Mapping[str, Any], **header: Any) -> str:
-    headers = {**header, **({"kid": kid} if kid is not None else {})}
-    return jwt.encode(dict(body), key, algorithm=alg, headers=headers)
 
 
 def unsigned(header: Mapping[str, Any], body: Mapping[str, Any], signature: bytes = b"") -> str:
@@ -297,20 +265,6 @@ def test_registered_public_keys_are_checked(rsa_key: rsa.RSAPrivateKey, ed_key: 
 
 
 # --- the IdP's tokens ------------------------------------------------------------------------------
-
-
-def jwk(public: Any, kid: str, **fields: Any) -> dict[str, Any]:
-    kind = RSAAlgorithm if isinstance(public, rsa.RSAPublicKey) else OKPAlgorithm
-    if isinstance(public, ec.EllipticCurvePublicKey):
-        kind = ECAlgorithm
-    data: dict[str, Any] = json.loads(kind.to_jwk(public))
-    return {**data, "kid": kid, "use": "sig", **fields}
-
-
-def idp_claims(**extra: Any) -> dict[str, Any]:
-    now = int(time.time())
-    body = {"iss": ISSUER, "aud": AUDIENCE, "sub": "u-123", "iat": now, "exp": now + 3600, "groups": ["HR", "eng"]}
-    return {**body, **extra}
 
 
 @pytest.fixture
