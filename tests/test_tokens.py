@@ -418,3 +418,30 @@ async def test_an_es256_idp_token(tmp_path: Path) -> None:
     path.write_text(json.dumps({"keys": [jwk(key.public_key(), "ec1"), {"kty": "RSA", "use": "enc", "kid": "x"}]}))
     check, _ = idp_verifier(str(path), idp_algorithms=["ES256"])
     assert (await check.verify(sign(key, "ES256", "ec1", idp_claims(groups=[])))).principals == {"user:u-123", "public"}
+
+
+def readme_example() -> str:
+    """The README's Python example of a back end minting a token."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## End-user tokens and groups") :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+async def test_the_readme_example_mints_a_token_the_service_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ed_key: ed25519.Ed25519PrivateKey
+) -> None:
+    code = readme_example()
+    assert len(code.strip().splitlines()) <= 12
+    private = ed_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    (tmp_path / "backend.pem").write_bytes(private)
+    monkeypatch.chdir(tmp_path)
+    defined: dict[str, Any] = {}
+    exec(code[: code.index("httpx.post(")], defined)  # everything but the request itself
+    registered = token_key("ed1", "EdDSA", pem(ed_key.public_key()))
+    key = KeyRecord("intranet", frozenset({"group:staff", "group:hr"}), token_keys=(registered,))
+    check, _ = verifier(key)
+    caller = await check.verify(defined["token_for"]("alice", ["staff", "hr"]))
+    assert caller.principals == {"user:alice", "group:staff", "group:hr", "public"} and caller.key == "intranet"
