@@ -160,6 +160,8 @@ async def test_exp_is_required_capped_and_checked(backend: KeyRecord, ed_key: ed
     assert "token_max_ttl_s allows 900 s" in error.message
     past = claims(exp=int(time.time()) - 120)
     assert "the token expired at" in (await refused(check, sign(ed_key, "EdDSA", "intranet/ed1", past))).message
+    skewed = claims(exp=int(time.time()) - 5)  # within token_leeway_s (30 s) of clock skew
+    assert (await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", skewed))).subject == "alice"
     assert failures == ["no_exp", "far_exp", "expired"]
     # within the cap, and within the clock skew allowed past it
     assert await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", claims(exp=int(time.time()) + 900)))
@@ -215,7 +217,10 @@ async def test_unknown_and_missing_kids_keys_without_public_keys_and_bad_claims(
     text = sign(ed_key, "EdDSA", "intranet/ed1", claims(principals="group:staff"))
     assert "`principals` is not a list of strings" in (await refused(check, text)).message
     assert "not a valid JWT" in (await refused(check, "not.a-jwt")).message
-    assert failures == ["unknown_key"] * 4 + ["claims", "claims", "malformed"]
+    # what the sender put in the token is not echoed whole (messages go to the client and the audit log)
+    long_kid = (await refused(check, sign(ed_key, "EdDSA", "x" * 5000 + "\n", claims()))).message
+    assert len(long_kid) < 200 and "\n" not in long_kid
+    assert failures == ["unknown_key"] * 4 + ["claims", "claims", "malformed", "unknown_key"]
 
 
 async def test_an_admin_keys_end_user_is_no_admin(backend: KeyRecord, ed_key: ed25519.Ed25519PrivateKey) -> None:

@@ -53,6 +53,12 @@ def _refuse(reason: str, message: str, *, forbidden: bool = False, **context: An
     raise error(message, details={"reason": reason, **{k: v for k, v in context.items() if v is not None}})
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value from the token as a message may show it: the token is the sender's, not to be echoed whole."""
+    text = "".join(c if c.isprintable() else "?" for c in str(value))
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _when(seconds: Any) -> str:
     try:
         return datetime.fromtimestamp(float(seconds), UTC).isoformat(timespec="seconds")
@@ -157,24 +163,27 @@ class JwtVerifier:
         record = await self.keys.by_name(name) if self.keys is not None else None
         if record is None:
             if issuer is not None and self.idp is not None:
-                why = f"its `iss` [{issuer}] is not the IdP's ({self.settings.idp_issuer}), and its kid [{kid}]"
-                _refuse("issuer", f"the token is refused: {why} names no API key", kid=kid)
-            _refuse("unknown_key", f"the token's kid [{kid}] names no API key", kid=kid)
+                why = f"its `iss` [{_shown(issuer)}] is not the IdP's ({self.settings.idp_issuer})"
+                why += f", and its kid [{_shown(kid)}]"
+                _refuse("issuer", f"the token is refused: {why} names no API key", kid=_shown(kid))
+            _refuse("unknown_key", f"the token's kid [{_shown(kid)}] names no API key", kid=_shown(kid))
         if not record.usable(datetime.now(UTC)):
             why = "revoked" if record.revoked else f"expired at {record.expires}"
             _refuse("revoked_key", f"API key [{name}] is {why}: its tokens are refused", key=name)
         token_key = self._token_key(record, key_id)
+        # pinned: none, HS256 or the other algorithm never reach the signature check
         if header.get("alg") != token_key.algorithm:
             _refuse(
                 "algorithm",
-                f"the token is signed with [{header.get('alg')}]; API key [{name}]'s public key "
+                f"the token is signed with [{_shown(header.get('alg'))}]; API key [{name}]'s public key "
                 f"[{token_key.kid}] takes {token_key.algorithm} only",
                 key=name,
             )
         whose = f"API key [{name}]'s public key [{token_key.kid}]"
         key = _public_key(token_key.algorithm, token_key.public_pem)
         try:
-            claims = _decode(token, key, token_key.algorithm, whose, require=("sub",))
+            leeway = self.settings.token_leeway_s
+            claims = _decode(token, key, token_key.algorithm, whose, require=("sub",), leeway=leeway)
         except AuthenticationError as exc:
             exc.details.setdefault("key", name)
             raise
@@ -182,7 +191,7 @@ class JwtVerifier:
         subject = self._subject(claims, "sub")
         claimed = self._principals(claims, self.settings.token_principals_claim, "")
         if not record.admin and claimed - record.principals:
-            extra = ", ".join(sorted(claimed - record.principals))
+            extra = _shown(", ".join(sorted(claimed - record.principals)), 400)
             _refuse(
                 "principals_beyond_key",
                 f"the token names principals API key [{name}] does not have: {extra}",
@@ -212,7 +221,7 @@ class JwtVerifier:
         known = ", ".join(k.kid for k in record.token_keys)
         _refuse(
             "unknown_key",
-            f"API key [{record.name}] has no public key [{key_id}] (it has: {known}); "
+            f"API key [{record.name}] has no public key [{_shown(key_id)}] (it has: {known}); "
             f"the token's kid is `{record.name}/<public key id>`",
             key=record.name,
         )
@@ -224,12 +233,15 @@ class JwtVerifier:
         allowed = list(self.settings.idp_algorithms)
         if alg not in allowed:
             _refuse(
-                "algorithm", f"the IdP token is signed with [{alg}]; idp_algorithms allows {allowed}", issuer=issuer
+                "algorithm",
+                f"the IdP token is signed with [{_shown(alg)}]; idp_algorithms allows {allowed}",
+                issuer=issuer,
             )
         kid = header.get("kid", "")
         jwk = await idp.key(kid) if isinstance(kid, str) else None
         if jwk is None:
-            _refuse("unknown_key", f"the IdP's keys ({idp.where}) hold no key [{kid}]", issuer=issuer, kid=str(kid))
+            why = f"the IdP's keys ({idp.where}) hold no key [{_shown(kid)}]"
+            _refuse("unknown_key", why, issuer=issuer, kid=_shown(kid))
         if jwk.get("alg", alg) != alg:
             _refuse("algorithm", f"the IdP's key [{kid}] signs with {jwk.get('alg')}, not {alg}", issuer=issuer)
         try:
@@ -246,6 +258,7 @@ class JwtVerifier:
                 issuer=issuer,
                 audience=list(self.settings.idp_audience),
                 require=("iss", "aud", subject_claim),
+                leeway=self.settings.token_leeway_s,
             )
         except AuthenticationError as exc:
             exc.details.setdefault("issuer", issuer)
