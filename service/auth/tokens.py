@@ -25,6 +25,7 @@ passed to ``on_failure`` (the gate's metrics counter). The token itself is never
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -124,6 +125,7 @@ class JwtVerifier:
         self.idp = idp if settings.idp_issuer else None
         self.on_failure = on_failure
         self.clock = clock
+        self._parsed: dict[tuple[str, str], jwt.PyJWK] = {}
 
     async def verify(self, token: str) -> Caller:
         try:
@@ -145,8 +147,8 @@ class JwtVerifier:
 
     async def _verify(self, token: str) -> Caller:
         try:
-            header = jwt.get_unverified_header(token)
-            unverified = jwt.decode(token, options={"verify_signature": False})
+            unverified_token = jwt.api_jwt.decode_complete(token, options={"verify_signature": False})
+            header, unverified = unverified_token["header"], unverified_token["payload"]
         except jwt.InvalidTokenError as exc:
             _refuse("malformed", f"the token is not a valid JWT: {exc}")
         issuer = unverified.get("iss")
@@ -244,10 +246,7 @@ class JwtVerifier:
             _refuse("unknown_key", why, issuer=issuer, kid=_shown(kid))
         if jwk.get("alg", alg) != alg:
             _refuse("algorithm", f"the IdP's key [{kid}] signs with {jwk.get('alg')}, not {alg}", issuer=issuer)
-        try:
-            key = jwt.PyJWK(jwk, algorithm=alg)
-        except jwt.PyJWTError as exc:
-            _refuse("algorithm", f"the IdP's key [{kid}] is no {alg} key: {exc}", issuer=issuer)
+        key = self._jwk(jwk, str(alg), issuer)
         subject_claim = self.settings.idp_subject_claim
         try:
             claims = _decode(
@@ -274,6 +273,20 @@ class JwtVerifier:
             indices=tuple(self.settings.idp_indices),
             actions=frozenset(self.settings.idp_actions),
         )
+
+    def _jwk(self, jwk: Mapping[str, Any], alg: str, issuer: str | None) -> jwt.PyJWK:
+        """The IdP's key for ``alg``, parsed once per process (a new JWKS brings new entries)."""
+        memo = (json.dumps(jwk, sort_keys=True), alg)
+        found = self._parsed.get(memo)
+        if found is None:
+            try:
+                found = jwt.PyJWK(dict(jwk), algorithm=alg)
+            except jwt.PyJWTError as exc:
+                _refuse("algorithm", f"the IdP's key [{jwk.get('kid')}] is no {alg} key: {exc}", issuer=issuer)
+            if len(self._parsed) >= 256:
+                self._parsed.clear()
+            self._parsed[memo] = found
+        return found
 
     # --- shared checks -----------------------------------------------------------------------
     def _check_ttl(self, claims: Mapping[str, Any], max_ttl_s: float, setting: str) -> None:
