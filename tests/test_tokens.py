@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from hopsearch.service.auth.public_keys import JwksUrl, token_key
 from hopsearch.service.auth.records import KeyRecord, TokenKey
-from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
+from hopsearch.service.auth.tokens import JwtVerifier, looks_like_jwt, token_verifier
 from hopsearch.service.errors import ApiError, AuthenticationError, AuthorizationError, ConfigError, InputError
 from hopsearch.service.settings import Settings
 from tests.token_fixtures import AUDIENCE, ISSUER, Keys, claims, idp_claims, jwk, pem, sign
@@ -450,3 +450,10 @@ async def test_the_readme_example_mints_a_token_the_service_accepts(
     check, _ = verifier(key)
     caller = await check.verify(defined["token_for"]("alice", ["staff", "hr"]))
     assert caller.principals == {"user:alice", "group:staff", "group:hr", "public"} and caller.key == "intranet"
+
+
+def test_a_bearer_value_that_is_a_jwt_is_told_from_a_key_secret(ed_key: ed25519.Ed25519PrivateKey) -> None:
+    assert looks_like_jwt(sign(ed_key, "EdDSA", "intranet/ed1", claims()))
+    assert looks_like_jwt(unsigned({"alg": "none"}, claims()))  # a JWT still: verify refuses it
+    for secret in ("hs_4f1c2b9e8d7a6f5e", "a.b.c", "eyJhbGciOiJIUzI1NiJ9.e30", "e30.e30.sig", "not base64!.e30.x"):
+        assert not looks_like_jwt(secret), secret

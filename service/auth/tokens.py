@@ -24,9 +24,11 @@ passed to ``on_failure`` (the gate's metrics counter). The token itself is never
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -52,6 +54,22 @@ FailureHook = Callable[[str], None]
 def _refuse(reason: str, message: str, *, forbidden: bool = False, **context: Any) -> NoReturn:
     error = AuthorizationError if forbidden else AuthenticationError
     raise error(message, details={"reason": reason, **{k: v for k, v in context.items() if v is not None}})
+
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def looks_like_jwt(value: str) -> bool:
+    """Whether a ``Bearer`` value is a JWT (three base64url segments, the first a JSON header naming an
+    ``alg``) rather than an API key's secret: the gate's choice between the key store and :meth:`verify`."""
+    parts = value.split(".")
+    if len(parts) != 3 or not all(_SEGMENT.fullmatch(part) for part in parts[:2]):
+        return False
+    try:
+        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(header, dict) and "alg" in header
 
 
 def _shown(value: Any, limit: int = 80) -> str:
