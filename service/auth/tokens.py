@@ -24,104 +24,31 @@ passed to ``on_failure`` (the gate's metrics counter). The token itself is never
 
 from __future__ import annotations
 
-import base64
-import functools
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import jwt
 
 from hopsearch.service.access import PUBLIC, Caller, principal
+from hopsearch.service.auth.claims import decode, looks_like_jwt, public_key, refuse, shown, when
 from hopsearch.service.auth.groups import GroupLookup
 from hopsearch.service.auth.public_keys import JwksSource, jwks_source
 from hopsearch.service.auth.records import KeyLookup, KeyRecord, TokenKey, TokenVerifier
 from hopsearch.service.errors import ApiError, AuthenticationError, AuthorizationError, ConfigError
 from hopsearch.service.settings import Settings
 
+__all__ = ["FailureHook", "JwtVerifier", "looks_like_jwt", "token_verifier"]
+
 log = logging.getLogger("hopsearch.audit")
 
 #: Called with a refusal's reason code (``signature``, ``expired``…) for each refused token.
 FailureHook = Callable[[str], None]
-
-
-def _refuse(reason: str, message: str, *, forbidden: bool = False, **context: Any) -> NoReturn:
-    error = AuthorizationError if forbidden else AuthenticationError
-    raise error(message, details={"reason": reason, **{k: v for k, v in context.items() if v is not None}})
-
-
-_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def looks_like_jwt(value: str) -> bool:
-    """Whether a ``Bearer`` value is a JWT (three base64url segments, the first a JSON header naming an
-    ``alg``) rather than an API key's secret: the gate's choice between the key store and :meth:`verify`."""
-    parts = value.split(".")
-    if len(parts) != 3 or not all(_SEGMENT.fullmatch(part) for part in parts[:2]):
-        return False
-    try:
-        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(header, dict) and "alg" in header
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    """A value from the token as a message may show it: the token is the sender's, not to be echoed whole."""
-    text = "".join(c if c.isprintable() else "?" for c in str(value))
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _when(seconds: Any) -> str:
-    try:
-        return datetime.fromtimestamp(float(seconds), UTC).isoformat(timespec="seconds")
-    except (TypeError, ValueError, OverflowError):
-        return repr(seconds)
-
-
-@functools.lru_cache(maxsize=1024)
-def _public_key(algorithm: str, pem: str) -> Any:
-    """A registered PEM parsed once per process (not on every request)."""
-    try:
-        return jwt.get_algorithm_by_name(algorithm).prepare_key(pem)
-    except (jwt.PyJWTError, ValueError, TypeError) as exc:
-        _refuse("algorithm", f"the registered public key is no {algorithm} public key: {exc}")
-
-
-def _decode(token: str, key: Any, algorithm: str, whose: str, **checks: Any) -> dict[str, Any]:
-    """The claims of a token whose signature verifies with ``key`` under ``algorithm``, ``exp`` present
-    and not past; PyJWT's refusals as the messages a person reads."""
-    options: jwt.types.Options = {"require": ["exp", *checks.pop("require", ())]}
-    if "audience" not in checks:
-        options["verify_aud"] = False
-    try:
-        claims: dict[str, Any] = jwt.decode(token, key=key, algorithms=[algorithm], options=options, **checks)
-    except jwt.ExpiredSignatureError:
-        exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
-        _refuse("expired", f"the token expired at {_when(exp)}")
-    except jwt.MissingRequiredClaimError as exc:
-        if exc.claim == "exp":
-            _refuse("no_exp", "the token has no `exp`: an end-user token must expire")
-        _refuse("claims", f"the token has no `{exc.claim}` claim")
-    except jwt.InvalidSignatureError:
-        _refuse("signature", f"the token's signature does not verify with {whose}")
-    except jwt.InvalidIssuerError:
-        _refuse("issuer", f"the token's `iss` is not {checks.get('issuer')!r}")
-    except jwt.InvalidAudienceError:
-        _refuse("audience", f"the token's `aud` names none of {list(checks.get('audience') or ())} (idp_audience)")
-    except jwt.ImmatureSignatureError as exc:
-        _refuse("not_yet_valid", f"the token is not valid yet ({exc})")
-    except (jwt.InvalidAlgorithmError, jwt.InvalidKeyError, jwt.PyJWKError) as exc:
-        _refuse("algorithm", f"the token cannot be checked with {whose} under {algorithm}: {exc}")
-    except jwt.InvalidTokenError as exc:
-        _refuse("malformed", f"the token is not a valid JWT: {exc}")
-    return claims
 
 
 class JwtVerifier:
@@ -168,7 +95,7 @@ class JwtVerifier:
             unverified_token = jwt.api_jwt.decode_complete(token, options={"verify_signature": False})
             header, unverified = unverified_token["header"], unverified_token["payload"]
         except jwt.InvalidTokenError as exc:
-            _refuse("malformed", f"the token is not a valid JWT: {exc}")
+            refuse("malformed", f"the token is not a valid JWT: {exc}")
         issuer = unverified.get("iss")
         if self.idp is not None and issuer == self.settings.idp_issuer:
             return await self._idp_token(token, header, self.idp)
@@ -178,32 +105,32 @@ class JwtVerifier:
     async def _backend_token(self, token: str, header: Mapping[str, Any], issuer: Any) -> Caller:
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid.strip():
-            _refuse("unknown_key", "the token's header names no `kid` (`<key name>/<public key id>`)")
+            refuse("unknown_key", "the token's header names no `kid` (`<key name>/<public key id>`)")
         name, _, key_id = kid.partition("/")
         record = await self.keys.by_name(name) if self.keys is not None else None
         if record is None:
             if issuer is not None and self.idp is not None:
-                why = f"its `iss` [{_shown(issuer)}] is not the IdP's ({self.settings.idp_issuer})"
-                why += f", and its kid [{_shown(kid)}]"
-                _refuse("issuer", f"the token is refused: {why} names no API key", kid=_shown(kid))
-            _refuse("unknown_key", f"the token's kid [{_shown(kid)}] names no API key", kid=_shown(kid))
+                why = f"its `iss` [{shown(issuer)}] is not the IdP's ({self.settings.idp_issuer})"
+                why += f", and its kid [{shown(kid)}]"
+                refuse("issuer", f"the token is refused: {why} names no API key", kid=shown(kid))
+            refuse("unknown_key", f"the token's kid [{shown(kid)}] names no API key", kid=shown(kid))
         if not record.usable(datetime.now(UTC)):
             why = "revoked" if record.revoked else f"expired at {record.expires}"
-            _refuse("revoked_key", f"API key [{name}] is {why}: its tokens are refused", key=name)
+            refuse("revoked_key", f"API key [{name}] is {why}: its tokens are refused", key=name)
         token_key = self._token_key(record, key_id)
         # pinned: none, HS256 or the other algorithm never reach the signature check
         if header.get("alg") != token_key.algorithm:
-            _refuse(
+            refuse(
                 "algorithm",
-                f"the token is signed with [{_shown(header.get('alg'))}]; API key [{name}]'s public key "
+                f"the token is signed with [{shown(header.get('alg'))}]; API key [{name}]'s public key "
                 f"[{token_key.kid}] takes {token_key.algorithm} only",
                 key=name,
             )
         whose = f"API key [{name}]'s public key [{token_key.kid}]"
-        key = _public_key(token_key.algorithm, token_key.public_pem)
+        key = public_key(token_key.algorithm, token_key.public_pem)
         try:
             leeway = self.settings.token_leeway_s
-            claims = _decode(token, key, token_key.algorithm, whose, require=("sub",), leeway=leeway)
+            claims = decode(token, key, token_key.algorithm, whose, require=("sub",), leeway=leeway)
         except AuthenticationError as exc:
             exc.details.setdefault("key", name)
             raise
@@ -211,8 +138,8 @@ class JwtVerifier:
         subject = self._subject(claims, "sub")
         claimed = self._principals(claims, self.settings.token_principals_claim, "")
         if not record.admin and claimed - record.principals:
-            extra = _shown(", ".join(sorted(claimed - record.principals)), 400)
-            _refuse(
+            extra = shown(", ".join(sorted(claimed - record.principals)), 400)
+            refuse(
                 "principals_beyond_key",
                 f"the token names principals API key [{name}] does not have: {extra}",
                 forbidden=True,
@@ -227,7 +154,7 @@ class JwtVerifier:
     @staticmethod
     def _token_key(record: KeyRecord, key_id: str) -> TokenKey:
         if not record.token_keys:
-            _refuse(
+            refuse(
                 "unknown_key",
                 f"API key [{record.name}] has no registered public key: register one "
                 "(hopsearch keys create … --token-public-key FILE --token-alg EdDSA)",
@@ -239,9 +166,9 @@ class JwtVerifier:
             if token_key.kid == key_id:
                 return token_key
         known = ", ".join(k.kid for k in record.token_keys)
-        _refuse(
+        refuse(
             "unknown_key",
-            f"API key [{record.name}] has no public key [{_shown(key_id)}] (it has: {known}); "
+            f"API key [{record.name}] has no public key [{shown(key_id)}] (it has: {known}); "
             f"the token's kid is `{record.name}/<public key id>`",
             key=record.name,
         )
@@ -252,22 +179,22 @@ class JwtVerifier:
         alg = header.get("alg")
         allowed = list(self.settings.idp_algorithms)
         if alg not in allowed:
-            _refuse(
+            refuse(
                 "algorithm",
-                f"the IdP token is signed with [{_shown(alg)}]; idp_algorithms allows {allowed}",
+                f"the IdP token is signed with [{shown(alg)}]; idp_algorithms allows {allowed}",
                 issuer=issuer,
             )
         kid = header.get("kid", "")
         jwk = await idp.key(kid) if isinstance(kid, str) else None
         if jwk is None:
-            why = f"the IdP's keys ({idp.where}) hold no key [{_shown(kid)}]"
-            _refuse("unknown_key", why, issuer=issuer, kid=_shown(kid))
+            why = f"the IdP's keys ({idp.where}) hold no key [{shown(kid)}]"
+            refuse("unknown_key", why, issuer=issuer, kid=shown(kid))
         if jwk.get("alg", alg) != alg:
-            _refuse("algorithm", f"the IdP's key [{kid}] signs with {jwk.get('alg')}, not {alg}", issuer=issuer)
+            refuse("algorithm", f"the IdP's key [{kid}] signs with {jwk.get('alg')}, not {alg}", issuer=issuer)
         key = self._jwk(jwk, str(alg), issuer)
         subject_claim = self.settings.idp_subject_claim
         try:
-            claims = _decode(
+            claims = decode(
                 token,
                 key,
                 str(alg),
@@ -300,7 +227,7 @@ class JwtVerifier:
             try:
                 found = jwt.PyJWK(dict(jwk), algorithm=alg)
             except jwt.PyJWTError as exc:
-                _refuse("algorithm", f"the IdP's key [{jwk.get('kid')}] is no {alg} key: {exc}", issuer=issuer)
+                refuse("algorithm", f"the IdP's key [{jwk.get('kid')}] is no {alg} key: {exc}", issuer=issuer)
             if len(self._parsed) >= 256:
                 self._parsed.clear()
             self._parsed[memo] = found
@@ -310,16 +237,16 @@ class JwtVerifier:
     def _check_ttl(self, claims: Mapping[str, Any], max_ttl_s: float, setting: str) -> None:
         ahead = float(claims["exp"]) - self.clock()
         if ahead > max_ttl_s + self.settings.token_leeway_s:
-            _refuse(
+            refuse(
                 "far_exp",
-                f"the token's exp ({_when(claims['exp'])}) is {ahead:.0f} s away; {setting} allows {max_ttl_s:.0f} s",
+                f"the token's exp ({when(claims['exp'])}) is {ahead:.0f} s away; {setting} allows {max_ttl_s:.0f} s",
             )
 
     @staticmethod
     def _subject(claims: Mapping[str, Any], claim: str) -> str:
         subject = claims.get(claim)
         if not isinstance(subject, str) or not subject.strip():
-            _refuse("claims", f"the token's `{claim}` (the end user) is not a non-empty string")
+            refuse("claims", f"the token's `{claim}` (the end user) is not a non-empty string")
         return subject.strip()
 
     def _principals(self, claims: Mapping[str, Any], claim: str, prefix: str) -> frozenset[str]:
@@ -327,10 +254,10 @@ class JwtVerifier:
         lacks it, each in its one spelling; more than ``token_max_principals`` are refused."""
         names = claims.get(claim, [])
         if not isinstance(names, Sequence) or isinstance(names, str) or not all(isinstance(n, str) for n in names):
-            _refuse("claims", f"the token's `{claim}` is not a list of strings")
+            refuse("claims", f"the token's `{claim}` is not a list of strings")
         limit = self.settings.token_max_principals
         if len(names) > limit:
-            _refuse(
+            refuse(
                 "too_many_principals",
                 f"the token's `{claim}` holds {len(names)} entries, more than token_max_principals ({limit}): "
                 "keep large group sets in the groups index (hopsearch groups add USER GROUP…)",
