@@ -457,3 +457,20 @@ def test_a_bearer_value_that_is_a_jwt_is_told_from_a_key_secret(ed_key: ed25519.
     assert looks_like_jwt(unsigned({"alg": "none"}, claims()))  # a JWT still: verify refuses it
     for secret in ("hs_4f1c2b9e8d7a6f5e", "a.b.c", "eyJhbGciOiJIUzI1NiJ9.e30", "e30.e30.sig", "not base64!.e30.x"):
         assert not looks_like_jwt(secret), secret
+
+
+async def test_a_jwks_url_that_goes_down_keeps_the_keys_fetched_before(
+    jwks_server: JwksServer, rsa_key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture
+) -> None:
+    check, failures = idp_verifier(jwks_server.url)
+    assert isinstance(check.idp, JwksUrl)
+    check.idp.refetch_s = 0.0
+    try:
+        assert (await check.verify(sign(rsa_key, "RS256", "k1", idp_claims()))).subject == "u-123"
+        jwks_server.close()
+        with caplog.at_level(logging.WARNING):
+            await refused(check, sign(rsa_key, "RS256", "k9", idp_claims()))  # fetches again, and fails
+        assert "the keys before stay in use" in caplog.text and failures == ["unknown_key"]
+        assert (await check.verify(sign(rsa_key, "RS256", "k1", idp_claims()))).subject == "u-123"
+    finally:
+        await check.aclose()
