@@ -13,6 +13,7 @@ from hopsearch.cli.config import config
 from hopsearch.cli.demo import demo
 from hopsearch.cli.es import es
 from hopsearch.cli.evaluate import evaluate
+from hopsearch.cli.groups import groups
 from hopsearch.cli.index import index
 from hopsearch.cli.indices import indices, loads
 from hopsearch.cli.llm import llm
@@ -56,4 +57,5 @@ main.add_command(index)
 main.add_command(indices)
 main.add_command(loads)
 main.add_command(outlines)
+main.add_command(groups)
 main.add_command(mcp)

@@ -32,6 +32,9 @@ from hopsearch.service.setting_names import bad_values, unknown_keys, unknown_va
 log = logging.getLogger(__name__)
 
 UrlList = Annotated[list[str], NoDecode]
+#: What an IdP token may be signed with, and what an IdP user may do (never ``admin``).
+IdpAlgorithm = Literal["RS256", "EdDSA", "ES256"]
+IdpAction = Literal["search", "ask", "outlines", "traces"]
 #: The default of ``proxy_allow``: reads and searches on indices, nothing cluster- or node-wide (no
 #: ``_flush``/``_refresh``, ``_cluster``, ``_nodes``, ``_tasks``, ``_cat``, no index settings): what the
 #: official clients' search, count, get, mget, scroll, point-in-time, mapping and exists calls send.
@@ -306,6 +309,76 @@ class Settings(BaseSettings):
         "that lets a load re-send unchanged passages (an ACL change) without embedding them again; 0: off.",
     )
 
+    # --- end-user tokens and groups ------------------------------------------------------------
+    token_max_ttl_s: float = Field(
+        3600.0,
+        gt=0,
+        description="A back end's end-user token (a JWT signed with a key's registered public key) may expire at "
+        "most this many seconds after it is checked; one with a later `exp` is refused.",
+    )
+    token_max_principals: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Most principals (and IdP groups) one end-user token may carry; more are refused: keep large "
+        "group sets in the groups index (`hopsearch groups`).",
+    )
+    token_principals_claim: str = Field(
+        "principals", min_length=1, description="The claim of a back end's token that lists the end user's principals."
+    )
+    token_leeway_s: float = Field(
+        30.0, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`, `nbf` and `iat`, seconds."
+    )
+    idp_issuer: str | None = Field(
+        None,
+        description="The company IdP's issuer (`iss`): a token whose `iss` equals it is checked against the IdP's "
+        "JWKS (`idp_jwks`); unset: no IdP tokens.",
+    )
+    idp_audience: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Audiences (`aud`) an IdP token must name one of, comma-separated (required with `idp_issuer`).",
+    )
+    idp_jwks: str | None = Field(
+        None,
+        description="The IdP's signing keys: a JWKS file (read at start) or an `https://` URL (fetched, kept "
+        "`idp_jwks_refresh_s`, fetched again for an unknown `kid`).",
+    )
+    idp_jwks_refresh_s: float = Field(
+        3600.0, ge=1, description="Seconds the keys fetched from an `idp_jwks` URL are used before a fetch again."
+    )
+    idp_algorithms: Annotated[list[IdpAlgorithm], NoDecode] = Field(
+        default_factory=lambda: list[IdpAlgorithm](["RS256"]),
+        min_length=1,
+        description="Algorithms an IdP token may be signed with (`RS256`, `EdDSA`, `ES256`), comma-separated.",
+    )
+    idp_groups_claim: str = Field(
+        "groups", min_length=1, description="The IdP token's claim that lists the user's groups (each `group:<name>`)."
+    )
+    idp_subject_claim: str = Field(
+        "sub",
+        min_length=1,
+        description="The IdP token's claim that names the user (`user:<name>`, whom traces belong to; Entra ID: "
+        "`oid` or `preferred_username`).",
+    )
+    idp_max_ttl_s: float = Field(
+        86_400.0, gt=0, description="An IdP token may expire at most this many seconds after it is checked."
+    )
+    idp_indices: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["*"],
+        min_length=1,
+        description="Index patterns IdP users may search and ask, comma-separated.",
+    )
+    idp_actions: Annotated[list[IdpAction], NoDecode] = Field(
+        default_factory=lambda: list[IdpAction](["search", "ask", "outlines", "traces"]),
+        description="What IdP users may do (`search`, `ask`, `outlines`, `traces`; never `admin`), comma-separated.",
+    )
+    groups_cache_s: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds a user's groups read from the groups index (`<prefix>-groups`) are reused by a "
+        "service process (0: read on every request).",
+    )
+
     # --- strategies ----------------------------------------------------------------------------
     outline_namespace: str = Field(
         DEFAULT_OUTLINE_NAMESPACE,
@@ -383,7 +456,16 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("api_keys", "api_source_fields", "api_hidden_fields", mode="before")
+    @field_validator(
+        "api_keys",
+        "api_source_fields",
+        "api_hidden_fields",
+        "idp_audience",
+        "idp_algorithms",
+        "idp_indices",
+        "idp_actions",
+        mode="before",
+    )
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -417,6 +499,11 @@ class Settings(BaseSettings):
     @property
     def traces_index(self) -> str:
         return f"{self.index_prefix}-traces"
+
+    @property
+    def groups_index(self) -> str:
+        """Users' groups (``hopsearch groups``), added to their principals server-side."""
+        return f"{self.index_prefix}-groups"
 
 
 def load_settings(**overrides: Any) -> Settings:

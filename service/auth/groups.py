@@ -1,0 +1,172 @@
+"""Users' groups kept in Elasticsearch, so that end-user tokens stay small.
+
+A company's employees belong to hundreds of groups; a token carries at most ``token_max_principals``
+principals. The rest live in ``<prefix>-groups`` (``es_mappings/groups.json``), one document per user,
+``_id`` the user's name in its one spelling (:func:`user_key`) and ``groups`` its ``group:<name>``
+principals: resolving a user's groups is one real-time GET. Both token verifiers
+(:mod:`hopsearch.service.auth.tokens`) add them to the caller's principals server-side. An admin manages
+them with ``hopsearch groups``; the index is one of hopsearch's own, closed to proxied requests of
+non-admins. A service process reuses a user's groups for ``groups_cache_s`` seconds.
+
+Writes are read-merge-write, conditional on the version read (as outlines are), so two admins adding
+groups to one user at once lose neither's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from hopsearch.service.access import document_principal, principal
+from hopsearch.service.errors import IndexMissing, InputError, VersionConflict
+from hopsearch.service.esclient import call
+from hopsearch.service.store import Store, load_template
+
+#: Conditional writes of one user's groups before a change gives up.
+WRITE_ATTEMPTS = 16
+#: Users a listing reads per page.
+PAGE = 1000
+#: Users whose groups one process remembers (emptied when full).
+CACHE_SIZE = 10_000
+
+
+class GroupLookup(Protocol):
+    """The ``group:<name>`` principals stored for a user (an empty set for a user with none)."""
+
+    async def groups_of(self, user: str) -> frozenset[str]: ...
+
+
+def user_key(user: str) -> str:
+    """A user's name in its one spelling, as the groups index keys it: ``ＡＬＩＣＥ`` and ``user:alice``
+    are ``alice``. ``InputError`` for a name that is no user principal's."""
+    value = principal(user)
+    value = value.removeprefix("user:")
+    try:
+        document_principal(f"user:{value}")
+    except ValueError as exc:
+        raise InputError(str(exc), source="user") from exc
+    return value
+
+
+def group_principal(group: str) -> str:
+    """``hr``, ``group:HR`` and ``ｇｒｏｕｐ：ｈｒ`` are all ``group:hr``; ``InputError`` for a bad name."""
+    value = principal(group).removeprefix("group:")
+    try:
+        return document_principal(f"group:{value}")
+    except ValueError as exc:
+        raise InputError(str(exc), source="group") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class UserGroups:
+    user: str
+    groups: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"user": self.user, "groups": list(self.groups)}
+
+
+class EsGroups:
+    """The groups index of a :class:`Store`: the :class:`GroupLookup` of the verifiers and what
+    ``hopsearch groups`` changes."""
+
+    def __init__(self, store: Store, *, index: str | None = None, cache_s: float | None = None) -> None:
+        self.store = store
+        self.index = index or store.settings.groups_index
+        self.cache_s = store.settings.groups_cache_s if cache_s is None else cache_s
+        self._known: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def ensure(self) -> None:
+        """Create the groups index where it is missing (a write never auto-creates it)."""
+        if not await self.store.exists(self.index):
+            await self.store._create(self.index, load_template("groups"))
+
+    async def groups_of(self, user: str) -> frozenset[str]:
+        try:
+            key = user_key(user)
+        except InputError:
+            return frozenset()  # a subject no user principal can name has no stored groups
+        now = time.monotonic()
+        known = self._known.get(key)
+        if known is not None and known[0] > now:
+            return known[1]
+        found = await self.store.get_document(self.index, key)
+        groups = frozenset(str(g) for g in (found or {}).get("groups") or ())
+        if self.cache_s > 0:
+            if len(self._known) >= CACHE_SIZE:
+                self._known.clear()
+            self._known[key] = (now + self.cache_s, groups)
+        return groups
+
+    async def show(self, user: str) -> UserGroups:
+        key = user_key(user)
+        found = await self.store.get_document(self.index, key)
+        return UserGroups(key, tuple(sorted(str(g) for g in (found or {}).get("groups") or ())))
+
+    async def add(self, user: str, groups: Iterable[str]) -> UserGroups:
+        """Add ``groups`` to the user's (creating its document); returns them all."""
+        wanted = {group_principal(g) for g in groups}
+        return await self._change(user_key(user), lambda held: held | wanted)
+
+    async def remove(self, user: str, groups: Iterable[str]) -> UserGroups:
+        """Take ``groups`` from the user's (its document goes with the last one); returns those left."""
+        gone = {group_principal(g) for g in groups}
+        return await self._change(user_key(user), lambda held: held - gone)
+
+    async def _change(self, key: str, change: Callable[[set[str]], set[str]]) -> UserGroups:
+        await self.ensure()
+        for _ in range(WRITE_ATTEMPTS):
+            stored = await self.store.get_versioned(self.index, key)
+            held = set(stored[0].get("groups") or ()) if stored else set()
+            result = sorted(change(held))
+            doc = self._doc(key, result)
+            try:
+                if stored is None:
+                    if result:
+                        await self.store.put_document(self.index, key, doc, refresh=True, create=True)
+                elif result:
+                    _, seq_no, term = stored
+                    await self.store.put_document(
+                        self.index, key, doc, refresh=True, if_seq_no=seq_no, if_primary_term=term
+                    )
+                else:
+                    await self._delete(key, stored[1], stored[2])
+            except VersionConflict:
+                continue
+            self._known.pop(key, None)
+            return UserGroups(key, tuple(result))
+        raise VersionConflict(
+            f"the groups of user {key!r} kept changing: gave up after {WRITE_ATTEMPTS} conditional writes",
+            details={"index": self.index, "id": key},
+        )
+
+    @staticmethod
+    def _doc(key: str, groups: list[str]) -> dict[str, Any]:
+        return {"user": key, "groups": groups, "updated_at": datetime.now(UTC).isoformat()}
+
+    async def _delete(self, key: str, seq_no: int, term: int) -> None:
+        client = self.store.client
+        await call(
+            client.delete(index=self.index, id=key, if_seq_no=seq_no, if_primary_term=term, refresh="true"),
+            f"delete the groups of {key}",
+        )
+
+    async def users(self) -> list[UserGroups]:
+        """Every user with stored groups, by name."""
+        found: list[UserGroups] = []
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {"size": PAGE, "sort": [{"user": "asc"}], "query": {"match_all": {}}}
+            if after is not None:
+                body["search_after"] = after
+            try:
+                hits = (await self.store.search(self.index, body))["hits"]["hits"]
+            except IndexMissing:
+                return found
+            found += [UserGroups(str(h["_source"]["user"]), tuple(h["_source"].get("groups") or ())) for h in hits]
+            if len(hits) < PAGE:
+                return found
+            after = hits[-1]["sort"]
