@@ -102,9 +102,27 @@ async def test_an_eddsa_token_acts_for_its_end_user_within_the_key(
     caller = await check.verify(
         sign(ed_key, "EdDSA", "intranet/ed1", claims(principals=["ＧＲＯＵＰ:ＨＲ", "group:staff"]))
     )
-    assert caller.principals == {"group:hr", "group:staff", "user:alice", "public"}
+    # user:alice is no principal of the key: the token's caller stays within the key's (sub still owns traces)
+    assert caller.principals == {"group:hr", "group:staff", "public"}
     assert (caller.subject, caller.key, caller.admin, caller.indices) == ("alice", "intranet", False, ("docs-*",))
     assert not failures
+
+
+async def test_a_key_cannot_mint_its_way_into_a_users_own_documents(
+    backend: KeyRecord, ed_key: ed25519.Ed25519PrivateKey
+) -> None:
+    """A key limited to some groups that mints ``sub=ceo`` reads what those groups read, never ``user:ceo``'s
+    documents; a key that holds ``user:ceo`` (or an admin key) does give it to the token."""
+    check, _ = verifier(backend)
+    caller = await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", claims(sub="ceo", principals=["group:eng"])))
+    assert "user:ceo" not in caller.principals and caller.subject == "ceo"
+    holding = replace(backend, principals=backend.principals | {"user:ceo"})
+    check, _ = verifier(holding)
+    caller = await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", claims(sub="ceo", principals=["group:eng"])))
+    assert caller.principals == {"group:eng", "user:ceo", "public"}
+    check, _ = verifier(replace(backend, admin=True))
+    caller = await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", claims(sub="ceo")))
+    assert "user:ceo" in caller.principals and not caller.admin
 
 
 async def test_an_rs256_token_and_the_kid_of_a_key_with_one_public_key(
@@ -112,7 +130,7 @@ async def test_an_rs256_token_and_the_kid_of_a_key_with_one_public_key(
 ) -> None:
     check, _ = verifier(backend)
     caller = await check.verify(sign(rsa_key, "RS256", "intranet/rsa1", claims(sub="bob")))
-    assert caller.principals == {"group:staff", "user:bob", "public"} and caller.subject == "bob"
+    assert caller.principals == {"group:staff", "public"} and caller.subject == "bob"
     single = replace(backend, name="wiki", token_keys=backend.token_keys[:1])
     check, _ = verifier(single)
     assert (await check.verify(sign(ed_key, "EdDSA", "wiki", claims()))).key == "wiki"
@@ -236,7 +254,7 @@ async def test_stored_groups_join_within_the_key(backend: KeyRecord, ed_key: ed2
     check, _ = verifier(backend, groups=groups)
     caller = await check.verify(sign(ed_key, "EdDSA", "intranet/ed1", claims(principals=[])))
     # group:board is stored for alice, but the back end's key cannot grant it
-    assert caller.principals == {"group:hr", "group:eng", "user:alice", "public"}
+    assert caller.principals == {"group:hr", "group:eng", "public"}
 
 
 async def test_refusals_are_audit_events_without_the_token(
@@ -449,7 +467,7 @@ async def test_the_readme_example_mints_a_token_the_service_accepts(
     key = KeyRecord("intranet", frozenset({"group:staff", "group:hr"}), token_keys=(registered,))
     check, _ = verifier(key)
     caller = await check.verify(defined["token_for"]("alice", ["staff", "hr"]))
-    assert caller.principals == {"user:alice", "group:staff", "group:hr", "public"} and caller.key == "intranet"
+    assert caller.principals == {"group:staff", "group:hr", "public"} and caller.key == "intranet"
 
 
 def test_a_bearer_value_that_is_a_jwt_is_told_from_a_key_secret(ed_key: ed25519.Ed25519PrivateKey) -> None:

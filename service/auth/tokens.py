@@ -146,9 +146,12 @@ class JwtVerifier:
                 key=name,
             )
         stored = await self._stored(subject)
+        principals = self._all(subject, claimed | stored)
         if not record.admin:
-            stored &= record.principals
-        caller = record.caller(principals=self._all(subject, claimed | stored), subject=subject)
+            # the token's whole principal set within the key's: ``user:<sub>`` too, so a key limited to
+            # group:eng cannot mint sub=ceo and read what only user:ceo may
+            principals &= record.principals | {PUBLIC}
+        caller = record.caller(principals=principals, subject=subject)
         return replace(caller, admin=False, actions=caller.actions - {"admin"})
 
     @staticmethod
