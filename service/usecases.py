@@ -14,7 +14,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from hopsearch.service.access import Caller, Scope
-from hopsearch.service.errors import RequestInvalid, StoreError
+from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
 from hopsearch.service.filters import parse_filters, refused_filter
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
@@ -41,9 +41,25 @@ ASK_FIELDS = Fields()
 SEARCH_FIELDS = Fields(text="query")
 
 
-def _scope(runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str) -> Scope:
-    clauses = parse_filters(list(filters) if filters is not None else [], where)
+def permitted(caller: Caller, action: str, index: str) -> None:
+    """403 where the caller's key may not do ``action`` or read the passages ``index`` (its index patterns)."""
+    who = f"the API key [{caller.key}]" if caller.key else "this caller"
+    if not caller.may(action):
+        allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+        raise AuthorizationError(f"{who} may not {action} (the key's actions: {allowed})")
+    if not caller.may_use(index):
+        patterns = ", ".join(caller.indices)
+        raise AuthorizationError(
+            f"{who} may not read index [{index}] (the key's index patterns: {patterns})", details={"index": index}
+        )
+
+
+def _scope(
+    runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str, action: str = "search"
+) -> Scope:
     settings = runtime.settings
+    permitted(caller, action, index or settings.passages_alias)
+    clauses = parse_filters(list(filters) if filters is not None else [], where)
     return Scope(
         index or settings.passages_alias,
         caller,
@@ -85,7 +101,7 @@ async def ask_request(
         raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field=fields.strategy)
     k = k if k is not None else given.get("k") or default_k(strategy)
     check_k(k, settings.api_max_k, fields.k)
-    scope = _scope(runtime, index, caller, filters, fields.filters)
+    scope = _scope(runtime, index, caller, filters, fields.filters, "ask")
     await runtime.store.require_passages(scope.index)
     if retrieval_mode is None:
         retrieval_mode = given.get("retrieval_mode") or await runtime.retrieval_mode(strategy, scope.index)

@@ -21,7 +21,7 @@ from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
-from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
+from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -98,11 +98,9 @@ def app_from_settings() -> FastAPI:
 
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:
-    retry_after = {"Retry-After": str(state.settings.api_retry_after_s)}
-
     async def hopsearch_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HopsearchError)
-        return error_response(exc, state.redact, retry_after if status_of(exc) == 429 else None)
+        return error_response(exc, state.redact, retry_headers(exc, state.settings))
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
