@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api import ask, keys_routes, mcp_tools, routes, searchr1, ui
 from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
@@ -54,8 +54,11 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not settings.api_keys:
-            log.warning("no API keys configured (HOPSEARCH_API_KEYS): authentication is off")
+        if not settings.api_keys and state.tokens is None:
+            log.warning(
+                "no API keys configured (HOPSEARCH_API_KEYS): unless `hopsearch keys create` stored some, "
+                "authentication is off and only loopback Host names are served"
+            )
         try:
             await state.runtime()
         except HopsearchError as exc:
@@ -82,6 +85,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(ask.router)
     app.include_router(searchr1.router)
     app.include_router(ui.router)
+    app.include_router(keys_routes.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate

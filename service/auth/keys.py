@@ -20,9 +20,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hopsearch.service.access import ACTIONS, principal
-from hopsearch.service.auth.records import KeyLimits, KeyRecord, TokenAlgorithm, TokenKey
-from hopsearch.service.errors import AlreadyExists, ConfigError, IndexMissing, InputError, NotFound, VersionConflict
+from hopsearch.service.access import ACTIONS, Caller, principal
+from hopsearch.service.auth.records import KeyLimits, KeyLookup, KeyRecord, TokenAlgorithm, TokenKey
+from hopsearch.service.errors import (
+    AlreadyExists,
+    AuthenticationError,
+    AuthorizationError,
+    ConfigError,
+    HopsearchError,
+    IndexMissing,
+    InputError,
+    NotFound,
+    VersionConflict,
+)
 from hopsearch.service.store import Store, load_template
 
 log = logging.getLogger("hopsearch.audit")
@@ -171,6 +181,36 @@ def listed(record: KeyRecord, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+def key_refusal(record: KeyRecord | None, now: datetime) -> tuple[str, HopsearchError] | None:
+    """Why a request with a stored key is refused, as ``(audit event, error)``; None for a usable key."""
+    if record is None:
+        return "auth_unknown_key", AuthorizationError("the API key is not accepted")
+    if record.revoked:
+        return "auth_revoked_key", AuthorizationError(f"the API key [{record.name}] is revoked")
+    if not record.usable(now):
+        expired = record.expires.isoformat() if record.expires else "?"
+        return "auth_expired_key", AuthenticationError(f"the API key [{record.name}] expired at {expired}")
+    return None
+
+
+async def caller_for_secret(lookup: KeyLookup, secret: str) -> Caller:
+    """The caller a stored key's secret makes (the command line's ``--key``); its refusal else."""
+    record = await lookup.by_secret(secret.strip())
+    refusal = key_refusal(record, datetime.now(UTC))
+    if refusal is not None:
+        raise refusal[1]
+    assert record is not None
+    return record.caller()
+
+
+def caller_of_principals(names: Iterable[str]) -> Caller:
+    """A caller that is no admin, of ``names`` (the command line's ``--principal``); its subject, whom its
+    traces belong to, is its first ``user:`` principal's name."""
+    principals = check_principals(names)
+    users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
+    return Caller(principals=principals, subject=users[0] if users else None)
+
+
 @dataclass(frozen=True, slots=True)
 class NewKey:
     """What creating a key asks for (checked by :meth:`KeyStore.create`)."""
@@ -229,6 +269,8 @@ class KeyStore:
         if new.token_public_pem is not None and new.token_algorithm is not None:
             token_keys = (token_key(name, new.token_algorithm, new.token_public_pem),)
         actions = check_actions(new.actions) if new.actions else ACTIONS - {"admin"}
+        if "admin" in actions and not new.admin:
+            raise _bad("actions", "the admin action is an admin key's: create it with admin (--admin)")
         record = KeyRecord(
             name=name,
             principals=principals,

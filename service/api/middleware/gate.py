@@ -41,6 +41,7 @@ from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.responses import error_response, retry_headers
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
+from hopsearch.service.auth.keys import key_refusal
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import (
     ApiError,
@@ -181,15 +182,10 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
                 _count(state, caller, record.limits)
         return caller
     record = await (await state.key_store()).by_secret(token.decode("latin-1"))
-    if record is None:
-        raise refused(state, "auth_unknown_key", AuthorizationError("the API key is not accepted"))
-    now = datetime.now(UTC)
-    if record.revoked:
-        raise refused(state, "auth_revoked_key", AuthorizationError(f"the API key [{record.name}] is revoked"))
-    if not record.usable(now):
-        expired = record.expires.isoformat() if record.expires else "?"
-        why = f"the API key [{record.name}] expired at {expired}"
-        raise refused(state, "auth_expired_key", AuthenticationError(why))
+    refusal = key_refusal(record, datetime.now(UTC))
+    if refusal is not None:
+        raise refused(state, *refusal)
+    assert record is not None
     caller = record.caller()
     _count(state, caller, record.limits)
     return caller
