@@ -158,7 +158,7 @@ class Front:
         try:
             headers = dict(scope["headers"])
             key = headers.get(KEY_HEADER)
-            refuse_query_credentials(scope.get("query_string", b""))
+            refuse_query_credentials(self.state, scope.get("query_string", b""))
             credential = b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization")
             caller = await authenticate(self.state, scope, credential) or caller_of(scope)
             # with keys on and no X-Hopsearch-Key, Authorization was hopsearch's credential: never passed on

@@ -103,16 +103,14 @@ def loopback_origin(value: bytes) -> bool:
     return host is not None and host.rstrip(".") in LOOPBACK_NAMES
 
 
-def refuse_query_credentials(query_string: bytes) -> None:
+def refuse_query_credentials(state: ApiState, query_string: bytes) -> None:
     if not query_string:
         return
     names = {name.lower() for name, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)}
     found = sorted(names & QUERY_CREDENTIALS)
     if found:
-        raise RequestInvalid(
-            f"credentials are never accepted in a query string ([{found[0]}]): send `Authorization: ApiKey <key>`",
-            field=f"query.{found[0]}",
-        )
+        why = f"credentials are never accepted in a query string ([{found[0]}]): send `Authorization: ApiKey <key>`"
+        raise refused(state, "query_credentials", RequestInvalid(why, field=f"query.{found[0]}"))
 
 
 def refused(state: ApiState, event: str, exc: HopsearchError, caller: Caller | None = None) -> HopsearchError:
@@ -279,7 +277,7 @@ class Gate:
     async def _refuse(self, scope: Scope) -> HopsearchError | None:
         headers: dict[bytes, bytes] = dict(scope["headers"])
         try:
-            refuse_query_credentials(scope.get("query_string", b""))
+            refuse_query_credentials(self.state, scope.get("query_string", b""))
             if scope["path"] not in OPEN_PATHS:
                 caller = await authenticate(self.state, scope, headers.get(b"authorization"))
                 if caller is not None:
@@ -293,8 +291,6 @@ class Gate:
                 if int(length) > limit:
                     raise RequestTooLarge(f"request body of {int(length)} bytes is over the limit of {limit}")
         except ApiError as exc:
-            if isinstance(exc, RequestInvalid) and (exc.details.get("field") or "").startswith("query."):
-                refused(self.state, "query_credentials", exc)
             return exc
         except HopsearchError as exc:  # the keys index unreachable: no caller can be told apart
             return exc
