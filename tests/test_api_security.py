@@ -71,7 +71,9 @@ async def test_no_configured_keys_means_no_authentication_on_loopback_names_only
         foreign_origin = await api.client.get("/", headers={"Host": "localhost", "Origin": "http://attacker.example"})
         health = await api.client.get("/_health/live", headers={"Host": "attacker.example"})
     assert [r.status_code for r in loopback] == [200, 200, 200] and with_origin.status_code == 200
-    assert error_of(rebound)[:2] == (403, "security_exception") and "Host [attacker.example:9280]" in error_of(rebound)[2]
+    assert (
+        error_of(rebound)[:2] == (403, "security_exception") and "Host [attacker.example:9280]" in error_of(rebound)[2]
+    )
     assert error_of(foreign_origin)[0] == 403 and "Origin [http://attacker.example]" in error_of(foreign_origin)[2]
     assert health.status_code == 200
 
