@@ -6,11 +6,13 @@ input is refused naming the field."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +25,7 @@ from hopsearch.service.auth.keys import KeyStore, NewKey, caller_for_secret, has
 from hopsearch.service.errors import AlreadyExists, AuthenticationError, AuthorizationError, InputError, NotFound
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
+from tests.permissions_corpus import QUERY, found_markers, load_corpus, readable
 
 
 @pytest.fixture
@@ -171,3 +174,53 @@ def test_keys_cli_creates_lists_and_revokes(es_node: EsNode, tmp_path: Path) -> 
     assert revoked.exit_code == 0 and [r["state"] for r in after] == ["revoked", "active"]
     assert missing.exit_code != 0 and "no key named [nobody]" in missing.output
     assert bad.exit_code != 0 and "--expires" in bad.output
+
+
+async def test_cli_acts_as_a_key_or_principals(es_node: EsNode, tmp_path: Path) -> None:
+    """``search``, ``traces`` and ``outlines`` with ``--key``/``--principal``: what those may read only, the
+    key's actions decided; without them, an admin."""
+    settings = make_settings(es_node.url, index_prefix=f"tk{uuid.uuid4().hex[:10]}")
+    env = {
+        "HOPSEARCH_ES_URL": es_node.url,
+        "HOPSEARCH_INDEX_PREFIX": settings.index_prefix,
+        "HOPSEARCH_EMBEDDER": "none",
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
+    }
+    async with await Store.connect(settings) as store:
+        try:
+            await load_corpus(store, tmp_path)
+            keystore = KeyStore.of(store)
+            hr_secret, _ = await keystore.create(NewKey("hr-cli", principals=["group:hr", "public"]))
+            search_only, _ = await keystore.create(NewKey("search-cli", principals=["public"], actions=["search"]))
+            runner = CliRunner()
+
+            def run(*args: str) -> tuple[int, str]:
+                result = await_free(runner, [*args], env)
+                return result.exit_code, result.output
+
+            searched = {
+                "admin": run("search", QUERY, "-k", "10", "--json"),
+                "hr": run("search", QUERY, "-k", "10", "--json", "--key", hr_secret),
+                "public": run("search", QUERY, "-k", "10", "--json", "--principal", "public"),
+            }
+            both = run("search", QUERY, "--key", hr_secret, "--principal", "public")
+            unknown = run("search", QUERY, "--key", "hs_nope")
+            traces = run("traces", "list", "--key", search_only)
+            outlines = run("outlines", "search", "x", "--key", search_only)
+        finally:
+            await store.client.indices.delete(
+                index=f"{settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
+            )
+    for name, (code, output) in searched.items():
+        assert code == 0, output
+        assert found_markers(output) == readable(name, "private"), name
+    assert both[0] != 0 and "exclusive" in both[1]
+    assert unknown[0] != 0 and "not accepted" in unknown[1]
+    assert traces[0] != 0 and "may not use traces" in traces[1]
+    assert outlines[0] != 0 and "may not use outlines" in outlines[1]
+
+
+def await_free(runner: CliRunner, args: list[str], env: dict[str, str]) -> Any:
+    """The command run in a thread of its own (it runs its own event loop; the test's is running)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(runner.invoke, main, args, env=env).result()
