@@ -11,9 +11,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
+from hopsearch.service.access import ADMIN, Caller
+from hopsearch.service.api import create_app
 from hopsearch.service.auth.keys import NewKey
-from tests.api_fixtures import API_KEY, Api, serving
+from hopsearch.service.usecases import outline_namespace
+from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.conftest import EsNode
 
 
@@ -193,3 +199,26 @@ async def test_an_open_service_closes_once_a_key_is_stored(es8_node: EsNode) -> 
     assert error_of(closed)[0] == 401
     assert keyed.status_code == 200
     assert rebound.status_code == 200  # with keys, a key (not the Host) decides
+
+
+async def test_mcp_tools_keep_a_keys_actions(es8_node: EsNode) -> None:
+    async with serving(es8_node.url, acl_default="public") as api:
+        secret = await make_key(api, "mcp-search", principals=["public"], actions=["search"])
+        async with uvicorn_serving_async(create_app(api.settings)) as url:
+            keyed = httpx2.AsyncClient(headers=auth(secret), timeout=60)
+            async with keyed, Client(streamable_http_client(f"{url}/_mcp/", http_client=keyed)) as client:
+                found = await client.call_tool("search", {"query": "Lethal Weapon", "k": 2})
+                asked = await client.call_tool("ask", {"question": "Who directed Lethal Weapon?"})
+                outline = await client.call_tool("outline", {"entity": "Lethal Weapon"})
+                trace = await client.call_tool("trace", {"id": "t-1"})
+    assert not found.is_error and "Lethal" in str(found.content)
+    for refused, action in ((asked, "ask"), (outline, "outlines"), (trace, "traces")):
+        assert refused.is_error and "security_exception" in str(refused.content), refused.content
+        assert f"may not {action}" in str(refused.content) or f"may not use {action}" in str(refused.content)
+
+
+def test_a_key_bound_to_a_namespace_reads_and_writes_only_there() -> None:
+    bound = Caller.of(["public"], key="team-a-backend", namespace="team-a")
+    assert outline_namespace(bound, None) == "team-a" and outline_namespace(bound, "team-b") == "team-a"
+    assert outline_namespace(Caller.of(["public"]), "team-b") == "team-b"
+    assert outline_namespace(ADMIN, "team-b") == "team-b"

@@ -149,6 +149,7 @@ def build_server(state: ApiState) -> MCPServer:
         may(caller, "outlines")
         check_text(entity, settings.api_max_question_chars, "entity")
         runtime = await state.runtime()
+        namespace = usecases.outline_namespace(caller, namespace)
         hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
         if hit is None:
             raise NotFound(f"no outline for entity [{entity}]")
