@@ -4,36 +4,19 @@ secret: none is stored), ``POST`` creates one and answers its secret once (``key
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
 
+from hopsearch.service.api.models import KeyCreatedResponse, KeyCreateRequest, KeyListResponse, KeyRevokedResponse
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.auth.keys import NewKey, listed
 
 router = APIRouter()
-Action = Literal["search", "ask", "outlines", "traces", "admin"]
 
 
-class KeyCreateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=128)
-    principals: list[str] = Field(default_factory=list, max_length=1000)
-    indices: list[str] = Field(default_factory=list, max_length=100, description="Index patterns (default: `*`).")
-    actions: list[Action] = Field(default_factory=list, description="Default: every action but admin.")
-    admin: bool = False
-    expires: str | None = Field(None, description="A duration from now: 90d, 12h, 30m.", max_length=16)
-    concurrent_asks: int | None = Field(None, ge=1)
-    per_minute: int | None = Field(None, ge=1)
-    token_alg: Literal["EdDSA", "RS256"] | None = None
-    token_public_key: str | None = Field(None, max_length=16384, description="PEM public key of end-user tokens.")
-    namespace: str | None = Field(None, min_length=1, max_length=256)
-
-
-@router.get("/_keys", response_model=None)
+@router.get("/_keys", response_model=None, responses={200: {"model": KeyListResponse}})
 async def list_keys(request: Request) -> OrjsonResponse:
     """Every stored key (revoked and expired ones with their state), never a secret."""
     state = state_of(request)
@@ -41,7 +24,7 @@ async def list_keys(request: Request) -> OrjsonResponse:
     return OrjsonResponse({"keys": [listed(record) for record in keys]})
 
 
-@router.post("/_keys", response_model=None)
+@router.post("/_keys", response_model=None, status_code=201, responses={201: {"model": KeyCreatedResponse}})
 async def create_key(request: Request, body: KeyCreateRequest) -> OrjsonResponse:
     """A new key; its secret is in ``key``, shown this once."""
     state = state_of(request)
@@ -63,7 +46,7 @@ async def create_key(request: Request, body: KeyCreateRequest) -> OrjsonResponse
     return OrjsonResponse({**listed(record), "key": secret}, status_code=201)
 
 
-@router.delete("/_keys/{name}", response_model=None)
+@router.delete("/_keys/{name}", response_model=None, responses={200: {"model": KeyRevokedResponse}})
 async def revoke_key(request: Request, name: Annotated[str, Path(min_length=1, max_length=128)]) -> OrjsonResponse:
     """Revokes a key: every service process refuses it within a second."""
     state = state_of(request)
