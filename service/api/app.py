@@ -31,12 +31,12 @@ log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"
 ERROR_STATUSES = {
     "400": "Invalid request (the field is named)",
-    "401": "Missing API key",
-    "403": "API key not accepted",
+    "401": "Missing API key, an expired key, a refused end-user token",
+    "403": "API key not accepted or revoked, or the key's actions or index patterns do not cover the request",
     "404": "No such index, route, trace or outline",
     "405": "Method not allowed",
     "413": "Body over the limit",
-    "429": "Too many questions at once",
+    "429": "Too many questions at once, or over the key's limits (see Retry-After)",
     "500": "Internal error",
     "502": "Elasticsearch or the LLM failed",
     "503": "Elasticsearch or the LLM unreachable",
@@ -172,7 +172,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
             for status, text in ERROR_STATUSES.items():
                 if status not in responses:
                     responses[status] = {"description": text, "content": ref}
-            if path not in OPEN_PATHS and settings.api_keys:
+            if path not in OPEN_PATHS:  # flat or stored keys (these may be made at any time)
                 operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
     for name, field, bound in (
         ("RetrieveRequest", "k", settings.api_max_k),
