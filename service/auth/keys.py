@@ -237,6 +237,8 @@ class KeyStore:
         self.index = index
         self.cache_s = min(cache_s, 0.9)
         self._by_hash: dict[str, tuple[float, KeyRecord | None]] = {}
+        #: name → hash: a claim never changes (a name is never given to another key), so it is kept
+        self._names: dict[str, str] = {}
         self._any: tuple[float, bool] | None = None
         self._ready = False
 
@@ -332,8 +334,16 @@ class KeyStore:
     async def _hash_of(self, name: str) -> str | None:
         if not _NAME.match(name):
             return None
+        known = self._names.get(name)
+        if known is not None:
+            return known
         claim = await self.store.get_document(self.index, f"name:{name}")
-        return str(claim["hash"]) if claim and claim.get("hash") else None
+        if not claim or not claim.get("hash"):
+            return None
+        if len(self._names) >= 4096:
+            self._names.clear()
+        self._names[name] = str(claim["hash"])
+        return self._names[name]
 
     async def by_name(self, name: str) -> KeyRecord | None:
         digest = await self._hash_of(name)
