@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from hopsearch.cli.main import main
+from hopsearch.cli.serve import stored_keys
 from hopsearch.service.auth.keys import KeyStore, NewKey, caller_for_secret, hash_secret, parse_duration
 from hopsearch.service.errors import AlreadyExists, AuthenticationError, AuthorizationError, InputError, NotFound
 from hopsearch.service.store import Store
@@ -224,3 +225,13 @@ def await_free(runner: CliRunner, args: list[str], env: dict[str, str]) -> Any:
     """The command run in a thread of its own (it runs its own event loop; the test's is running)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(runner.invoke, main, args, env=env).result()
+
+
+async def test_serve_listens_beyond_loopback_only_with_keys(keystore: KeyStore) -> None:
+    settings = keystore.store.settings
+    env = {"HOPSEARCH_ES_URL": settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": settings.index_prefix}
+    refused = await asyncio.to_thread(CliRunner().invoke, main, ["serve", "--host", "0.0.0.0"], env=env)
+    assert refused.exit_code != 0 and "without API keys" in refused.output and "keys create" in refused.output
+    assert not await asyncio.to_thread(stored_keys, settings)
+    await keystore.create(NewKey("ops", admin=True))
+    assert await asyncio.to_thread(stored_keys, settings)
