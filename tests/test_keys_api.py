@@ -6,12 +6,14 @@ once a key is stored, ``/_metrics`` for admins only, and the audit counters."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -222,3 +224,17 @@ def test_a_key_bound_to_a_namespace_reads_and_writes_only_there() -> None:
     assert outline_namespace(bound, None) == "team-a" and outline_namespace(bound, "team-b") == "team-a"
     assert outline_namespace(Caller.of(["public"]), "team-b") == "team-b"
     assert outline_namespace(ADMIN, "team-b") == "team-b"
+
+
+async def test_audit_events_are_log_records_without_secrets(es8_node: EsNode, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hopsearch.audit")
+    async with serving(es8_node.url, acl_default="public") as api:
+        secret = await make_key(api, "audited", principals=["public"], actions=["search"])
+        await api.client.post(f"/{api.alias}/_ask", json={"question": "q"}, headers=auth(secret))
+        await api.client.get("/_keys", headers=auth(secret + "x"))
+        await api.client.delete("/_keys/audited")
+    events = [(r.event, r.getMessage()) for r in caplog.records if r.name == "hopsearch.audit"]  # type: ignore[attr-defined]
+    kinds = [event for event, _ in events]
+    assert kinds == ["key_created", "action_refused", "auth_unknown_key", "key_revoked"], events
+    assert "needs the [ask] action" in events[1][1] and "audited" in events[0][1]
+    assert not [message for _, message in events if secret in message or "hs_" in message]

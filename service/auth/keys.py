@@ -294,7 +294,8 @@ class KeyStore:
         await self.store.put_document(self.index, digest, document_of(record, digest), refresh=True, create=True)
         self._any = None
         log.info(
-            "key created",
+            "key created: %s",
+            name,
             extra={"event": "key_created", "key": name, "admin": record.admin, "principals": sorted(principals)},
         )
         return secret, record
@@ -318,7 +319,7 @@ class KeyStore:
             except VersionConflict:
                 continue
             self._by_hash.pop(digest, None)
-            log.info("key revoked", extra={"event": "key_revoked", "key": name})
+            log.info("key revoked: %s", name, extra={"event": "key_revoked", "key": name})
             return record_of(doc)
         raise ConfigError(f"key [{name}] kept changing while it was revoked; try again")
 

@@ -119,7 +119,7 @@ def refused(state: ApiState, event: str, exc: HopsearchError, caller: Caller | N
     extra = {"event": event, "reason": str(exc)}
     if caller is not None:
         extra |= {"subject": caller.subject or "", "key": caller.key or ""}
-    audit.info("request refused", extra=extra)
+    audit.info("request refused (%s): %s", event, exc, extra=extra)
     return exc
 
 
