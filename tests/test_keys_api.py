@@ -238,3 +238,26 @@ async def test_audit_events_are_log_records_without_secrets(es8_node: EsNode, ca
     assert kinds == ["key_created", "action_refused", "auth_unknown_key", "key_revoked"], events
     assert "needs the [ask] action" in events[1][1] and "audited" in events[0][1]
     assert not [message for _, message in events if secret in message or "hs_" in message]
+
+
+async def test_a_stored_key_in_each_place_a_key_goes(es8_node: EsNode) -> None:
+    async with serving(es8_node.url, acl_default="public") as api:
+        secret = await make_key(api, "anywhere", principals=["public"])
+        url = f"/{api.alias}/_retrieve"
+        body = {"query": "Lethal"}
+        answers = [
+            await api.client.post(url, json=body, headers={"Authorization": f"ApiKey {secret}"}),
+            await api.client.post(url, json=body, headers={"Authorization": f"Bearer {secret}"}),
+            await api.client.post(url, json=body, headers={"Authorization": f"apikey   {secret}"}),
+            await api.client.post(url, json=body, headers={"X-Hopsearch-Key": secret, "Authorization": "Basic eDp5"}),
+        ]
+        # proxied: the stored key opens the door, and the cluster answers for an index hopsearch does not manage
+        await (await api.store()).put_document("kp-other-docs", "1", {"text": "x"}, refresh=True)
+        try:
+            proxied = await api.client.get("/kp-other-docs/_search", headers={"X-Hopsearch-Key": secret})
+            managed = await api.client.get(f"/{api.alias}/_search", headers={"X-Hopsearch-Key": secret})
+        finally:
+            await (await api.store()).client.indices.delete(index="kp-other-docs", ignore_unavailable=True)
+    assert [a.status_code for a in answers] == [200] * 4, [a.text[:200] for a in answers]
+    assert proxied.status_code == 200 and proxied.json()["hits"]["total"]["value"] == 1
+    assert error_of(managed)[0] == 403 and "managed by hopsearch" in error_of(managed)[2]
