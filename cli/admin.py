@@ -14,9 +14,9 @@ from rich.table import Table
 
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
+from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import print_answer
 from hopsearch.service import trace_reads, usecases
-from hopsearch.service.access import ADMIN
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
@@ -77,6 +77,7 @@ def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
 @click.option("--rerank", is_flag=True, help="Reorder the top hits with the configured reranker.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @filter_options
+@caller_options
 def search(
     query: str,
     mode: str,
@@ -88,6 +89,8 @@ def search(
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
+    key: str | None,
+    principals: tuple[str, ...],
 ) -> None:
     """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
     clauses = filter_clauses(sources, filters)
@@ -95,8 +98,9 @@ def search(
     async def go() -> SearchResult:
         async with await Runtime.open(load_settings()) as runtime:
             wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank)
+            caller = await cli_caller(runtime.store, key, principals)
             request = usecases.search_request(
-                runtime, [wanted], caller=ADMIN, index=index, filters=clauses, fields=CLI_SEARCH
+                runtime, [wanted], caller=caller, index=index, filters=clauses, fields=CLI_SEARCH
             )
             [result] = await usecases.search(runtime, request)
             return result
@@ -139,7 +143,8 @@ def traces() -> None:
 @click.argument("trace_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
 @click.option("--open", "open_url", is_flag=True, help="Print the URL of the trace in the viewer of `hopsearch serve`.")
-def show(trace_id: str, as_json: bool, open_url: bool) -> None:
+@caller_options
+def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principals: tuple[str, ...]) -> None:
     """Print one trace: its steps, decisions, answer and totals."""
     if open_url:
         settings = load_settings()
@@ -150,7 +155,8 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
     async def go() -> dict[str, Any] | None:
         settings = load_settings()
         async with await Store.connect(settings) as store:
-            return await trace_reads.trace(store, settings.traces_index, trace_id, caller=ADMIN)
+            caller = await cli_caller(store, key, principals, "traces")
+            return await trace_reads.trace(store, settings.traces_index, trace_id, caller=caller)
 
     try:
         doc = asyncio.run(go())
@@ -166,14 +172,16 @@ def show(trace_id: str, as_json: bool, open_url: bool) -> None:
 
 @traces.command("list")
 @click.option("-n", "size", type=click.IntRange(1, 1000), default=20, show_default=True)
-def list_traces(size: int) -> None:
+@caller_options
+def list_traces(size: int, key: str | None, principals: tuple[str, ...]) -> None:
     """The most recent traces."""
 
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
+            caller = await cli_caller(store, key, principals, "traces")
             return await trace_reads.recent_traces(
-                store, settings.traces_index, size, ("question", "strategy", "status"), caller=ADMIN
+                store, settings.traces_index, size, ("question", "strategy", "status"), caller=caller
             )
 
     try:

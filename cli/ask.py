@@ -11,10 +11,9 @@ import click
 from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
-from hopsearch.cli.options import ask_options
+from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.cli.render import answer_text, ask_head, steps_table, totals_lines
 from hopsearch.service import usecases
-from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
 from hopsearch.service.runtime import Runtime
@@ -30,17 +29,20 @@ async def ask_question(
     *,
     index: str | None = None,
     filters: Sequence[Mapping[str, Any]] = (),
+    key: str | None = None,
+    principals: Sequence[str] = (),
     **given: Any,
 ) -> Answer:
     """Answer from the passages index or alias ``index`` (default: the settings' alias) with the
-    configured LLM, as an admin. A passages index that does not exist is an error; nothing is created for
-    it (the outlines and traces indices under the prefix are, where missing). ``given``: the request's other
-    parts as :func:`~hopsearch.service.usecases.ask_request` takes them (None: its default)."""
+    configured LLM, as an admin (or as the stored key ``key``, or a non-admin of ``principals``). A passages
+    index that does not exist is an error; nothing is created for it (the outlines and traces indices under
+    the prefix are, where missing). ``given``: the request's other parts as
+    :func:`~hopsearch.service.usecases.ask_request` takes them (None: its default)."""
     async with await Runtime.open(settings) as runtime:
         request = await usecases.ask_request(
             runtime,
             question,
-            caller=ADMIN,
+            caller=await cli_caller(runtime.store, key, principals),
             strategy=strategy_name,
             index=index,
             filters=filters,
@@ -58,6 +60,7 @@ async def ask_question(
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
 @ask_options
 @filter_options
+@caller_options
 def ask(
     question: str,
     strategy: str,
@@ -71,6 +74,8 @@ def ask(
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
+    key: str | None,
+    principals: tuple[str, ...],
 ) -> None:
     """Answer QUESTION and show the answer, its citations and the step trace."""
     settings = load_settings(**({"index_prefix": prefix} if prefix else {}))
@@ -87,6 +92,8 @@ def ask(
                 k=k,
                 demonstrations=DEMONSTRATIONS if few_shot else "",
                 retrieval_mode=retrieval_mode,
+                key=key,
+                principals=principals,
             )
         )
     except HopsearchError as exc:

@@ -14,10 +14,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
-from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
@@ -70,7 +70,14 @@ async def _traces(runtime: Runtime, path: Path) -> tuple[str, dict[str, dict[str
 
 
 async def _run(
-    path: Path, modes: list[str], k: int, limit: int | None, index: str | None, corpus: bool, rows: tuple[Path, ...]
+    path: Path,
+    modes: list[str],
+    k: int,
+    limit: int | None,
+    index: str | None,
+    corpus: bool,
+    rows: tuple[Path, ...],
+    caller_as: tuple[str | None, tuple[str, ...]] = (None, ()),
 ) -> dict[str, Any]:
     records = read_questions(path, limit=limit)
     items = gold_items(records)
@@ -91,9 +98,10 @@ async def _run(
                 f"corpus: indexed {loaded.indexed - present} context passages ({present} already present)", err=True
             )
         await runtime.store.require_passages(settings.passages_alias)
+        caller = await cli_caller(runtime.store, *caller_as)
 
         async def search(queries: Sequence[Query]) -> list[SearchResult]:
-            request = usecases.search_request(runtime, queries, caller=ADMIN, fields=CLI_SEARCH)
+            request = usecases.search_request(runtime, queries, caller=caller, fields=CLI_SEARCH)
             return await usecases.search(runtime, request)
 
         for spec in modes:
@@ -147,6 +155,7 @@ def table_rows(report: dict[str, Any], k: int) -> tuple[list[str], list[list[str
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
+@caller_options
 def retrieval(
     questions: Path,
     modes: tuple[str, ...],
@@ -157,12 +166,15 @@ def retrieval(
     rows: tuple[Path, ...],
     as_json: bool,
     markdown: bool,
+    key: str | None,
+    principals: tuple[str, ...],
 ) -> None:
     """Model-free retrieval quality on QUESTIONS: recall@k (share of a question's supporting paragraphs,
     matched by title, in its top k) and all@k (share of questions with all of them), per mode, per
     question type and per number of gold paragraphs."""
     try:
-        report = asyncio.run(_run(questions, list(modes), k, limit, index, corpus_from_context, rows))
+        as_caller = (key, principals)
+        report = asyncio.run(_run(questions, list(modes), k, limit, index, corpus_from_context, rows, as_caller))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -23,11 +23,10 @@ from rich.table import Table
 
 from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.cli.filters import filter_clauses, filter_options
-from hopsearch.cli.options import ask_options
+from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service import usecases
-from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
@@ -66,6 +65,8 @@ class EvalJob:
     out: Path
     filters: tuple[dict[str, Any], ...] = ()
     retrieval_mode: str | None = None
+    key: str | None = None
+    principals: tuple[str, ...] = ()
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
@@ -86,12 +87,13 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
                 f"{report.rejected} rejected → {report.dead_letter})"
             )
         dataset = records[0].dataset if records else ""
+        caller = await cli_caller(runtime.store, job.key, job.principals)
 
         async def ask(question: str) -> Answer:
             request = await usecases.ask_request(
                 runtime,
                 question,
-                caller=ADMIN,
+                caller=caller,
                 strategy=strategy,
                 index=job.index,
                 filters=job.filters,
@@ -150,6 +152,7 @@ def evaluate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @ask_options
 @filter_options
+@caller_options
 def answers(
     questions: Path,
     strategy: str,
@@ -165,6 +168,8 @@ def answers(
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
+    key: str | None,
+    principals: tuple[str, ...],
 ) -> None:
     """Run STRATEGY over a HotpotQA / 2WikiMultihopQA / MuSiQue question file; print EM, F1, Acc,
     retrievals, LLM calls, tokens and wall time, overall and per question type."""
@@ -184,6 +189,8 @@ def answers(
             target,
             tuple(filter_clauses(sources, filters)),
             retrieval_mode,
+            key,
+            principals,
         )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:

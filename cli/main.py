@@ -16,6 +16,7 @@ from hopsearch.cli.evaluate import evaluate
 from hopsearch.cli.groups import groups
 from hopsearch.cli.index import index
 from hopsearch.cli.indices import indices, loads
+from hopsearch.cli.keys import keys
 from hopsearch.cli.llm import llm
 from hopsearch.cli.logs import configure
 from hopsearch.cli.outlines import outlines
@@ -55,6 +56,7 @@ main.add_command(evaluate)
 main.add_command(serve)
 main.add_command(index)
 main.add_command(indices)
+main.add_command(keys)
 main.add_command(loads)
 main.add_command(outlines)
 main.add_command(groups)

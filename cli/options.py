@@ -1,14 +1,19 @@
 """The options ``ask`` and ``eval answers`` share, with the defaults of :mod:`hopsearch.service.requests`
-(declared there once): ``--strategy``, ``--index``, ``--prefix``, ``--mode``, ``--retrieval-mode``."""
+(declared there once): ``--strategy``, ``--index``, ``--prefix``, ``--mode``, ``--retrieval-mode``; and
+whom a command acts as (``--key``, ``--principal``: ``ask``, ``search``, ``eval``, ``traces``, ``outlines``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
+from hopsearch.service.access import ADMIN, Caller
+from hopsearch.service.auth.keys import KeyStore, caller_for_secret, caller_of_principals
+from hopsearch.service.errors import AuthorizationError, InputError
 from hopsearch.service.requests import DEFAULT_POLICY, DEFAULT_STRATEGY
+from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES
 
 ASK_OPTIONS = (
@@ -36,3 +41,49 @@ def ask_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(ASK_OPTIONS):
         f = option(f)
     return f
+
+
+CALLER_OPTIONS = (
+    click.option(
+        "--key",
+        "key",
+        default=None,
+        metavar="SECRET",
+        help="Act as this stored API key (looked up in <prefix>-keys): its principals, index patterns and "
+        "actions. Default: as an admin.",
+    ),
+    click.option(
+        "--principal",
+        "principals",
+        multiple=True,
+        metavar="P",
+        help="Act as a caller that is no admin, of these principals (user:NAME, group:NAME, public; repeatable).",
+    ),
+)
+
+
+def caller_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--key SECRET`` / ``--principal P …``: whom a command acts as (:func:`cli_caller`)."""
+    for option in reversed(CALLER_OPTIONS):
+        f = option(f)
+    return f
+
+
+async def cli_caller(store: Store, key: str | None, principals: Sequence[str], action: str | None = None) -> Caller:
+    """The caller of a command: the stored key ``key`` names, a non-admin of ``principals``, else an admin;
+    refused (403) where ``action`` is one the key may not do."""
+    caller = await _cli_caller(store, key, principals)
+    if action is not None and not caller.may(action):
+        allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+        raise AuthorizationError(f"the API key [{caller.key}] may not use {action} (the key's actions: {allowed})")
+    return caller
+
+
+async def _cli_caller(store: Store, key: str | None, principals: Sequence[str]) -> Caller:
+    if key is not None and principals:
+        raise InputError("--key and --principal are exclusive: a key brings its own principals")
+    if key is not None:
+        return await caller_for_secret(KeyStore.of(store), key)
+    if principals:
+        return caller_of_principals(principals)
+    return ADMIN

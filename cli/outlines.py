@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
+from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines import EntityOutline, EsOutlineStore
 from hopsearch.service.settings import Settings, load_settings
@@ -55,12 +56,16 @@ def outlines() -> None:
 @click.argument("entity")
 @namespace_option
 @json_option
-def show(entity: str, namespace: str | None, as_json: bool) -> None:
+@caller_options
+def show(entity: str, namespace: str | None, as_json: bool, key: str | None, principals: tuple[str, ...]) -> None:
     """Print the outline of ENTITY (its name or any alias, normalised)."""
     settings, space = _settings(namespace)
 
     async def go() -> EntityOutline | None:
+        nonlocal space
         async with await Store.connect(settings) as store:
+            caller = await cli_caller(store, key, principals, "outlines")
+            space = namespace or caller.namespace or space
             return await EsOutlineStore(store).get(space, entity)
 
     try:
@@ -77,12 +82,18 @@ def show(entity: str, namespace: str | None, as_json: bool) -> None:
 @namespace_option
 @click.option("-n", "size", type=click.IntRange(1, 100), default=10, show_default=True)
 @json_option
-def search(query: str, namespace: str | None, size: int, as_json: bool) -> None:
+@caller_options
+def search(
+    query: str, namespace: str | None, size: int, as_json: bool, key: str | None, principals: tuple[str, ...]
+) -> None:
     """Full-text search over entity names, aliases and facts."""
     settings, space = _settings(namespace)
 
     async def go() -> list[EntityOutline]:
+        nonlocal space
         async with await Store.connect(settings) as store:
+            caller = await cli_caller(store, key, principals, "outlines")
+            space = namespace or caller.namespace or space
             return await EsOutlineStore(store).search(space, query, size=size)
 
     try:

@@ -8,13 +8,15 @@ own limits and metrics (``/_metrics`` names the process in ``hopsearch_process_i
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 from typing import TYPE_CHECKING
 
 import click
 
-from hopsearch.service.settings import load_settings
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -29,6 +31,21 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
+        return False
+
+
+def stored_keys(settings: Settings) -> bool:
+    """Whether ``<prefix>-keys`` holds a key (False where Elasticsearch cannot say: refuse to open up)."""
+    from hopsearch.service.auth.keys import KeyStore
+    from hopsearch.service.store import Store
+
+    async def ask() -> bool:
+        async with await Store.connect(settings) as store:
+            return await KeyStore.of(store).any_keys()
+
+    try:
+        return asyncio.run(ask())
+    except HopsearchError:
         return False
 
 
@@ -56,9 +73,10 @@ def serve(host: str | None, port: int | None, workers: int, log_level: str, acce
     if port:
         overrides["api_port"] = port
     settings = load_settings(**overrides)
-    if not settings.api_keys and not is_loopback(settings.api_host):
+    if not settings.api_keys and not is_loopback(settings.api_host) and not stored_keys(settings):
         raise click.ClickException(
-            f"refusing to listen on {settings.api_host} without API keys: set HOPSEARCH_API_KEYS"
+            f"refusing to listen on {settings.api_host} without API keys: set HOPSEARCH_API_KEYS or store one "
+            "(hopsearch keys create NAME --admin)"
         )
     plural = f" ({workers} worker processes)" if workers > 1 else ""
     click.echo(f"hopsearch serving on http://{settings.api_host}:{settings.api_port}{plural}", err=True)

@@ -20,6 +20,7 @@
         ├── RequestInvalid            400 a field out of bounds or of the wrong shape (names the field)
         ├── AuthenticationError       401 no API key (security_exception)
         ├── AuthorizationError        403 an API key that is not accepted (security_exception)
+        ├── AlreadyExists             400 a name in use (an API key's)
         ├── NotFound                  404 no such route, trace or outline
         ├── MethodNotAllowed          405 the route exists, the method does not
         ├── RequestTooLarge           413 the body is over the limit
@@ -171,6 +172,11 @@ class AuthenticationError(ApiError):
 class AuthorizationError(ApiError):
     error_type = "security_exception"
     status = 403
+
+
+class AlreadyExists(ApiError):
+    error_type = "resource_already_exists_exception"
+    status = 400
 
 
 class NotFound(ApiError):

@@ -287,6 +287,14 @@ class Settings(BaseSettings):
         "off: `path` relative to the indexed folder, no `file:` URL and no root.",
     )
     api_retry_after_s: int = Field(1, ge=0, description="`Retry-After` seconds sent with a 429.")
+    api_key_cache_s: float = Field(
+        0.5,
+        ge=0,
+        le=0.9,
+        description="Seconds a service process reuses what it read of a stored API key (`<prefix>-keys`); "
+        "a revoked key is refused by every process within this (and always within one second). 0: read on "
+        "every request.",
+    )
     api_sse_heartbeat_s: float = Field(
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
@@ -504,6 +512,10 @@ class Settings(BaseSettings):
     def groups_index(self) -> str:
         """Users' groups (``hopsearch groups``), added to their principals server-side."""
         return f"{self.index_prefix}-groups"
+
+    @property
+    def keys_index(self) -> str:
+        return f"{self.index_prefix}-keys"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -14,7 +14,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from hopsearch.service.access import Caller, Scope
-from hopsearch.service.errors import RequestInvalid, StoreError
+from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
 from hopsearch.service.filters import parse_filters, refused_filter
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
@@ -41,9 +41,31 @@ ASK_FIELDS = Fields()
 SEARCH_FIELDS = Fields(text="query")
 
 
-def _scope(runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str) -> Scope:
-    clauses = parse_filters(list(filters) if filters is not None else [], where)
+def permitted(caller: Caller, action: str, index: str) -> None:
+    """403 where the caller's key may not do ``action`` or read the passages ``index`` (its index patterns)."""
+    who = f"the API key [{caller.key}]" if caller.key else "this caller"
+    if not caller.may(action):
+        allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+        raise AuthorizationError(f"{who} may not {action} (the key's actions: {allowed})")
+    if not caller.may_use(index):
+        patterns = ", ".join(caller.indices)
+        raise AuthorizationError(
+            f"{who} may not read index [{index}] (the key's index patterns: {patterns})", details={"index": index}
+        )
+
+
+def outline_namespace(caller: Caller, asked: str | None) -> str | None:
+    """The outline namespace a request reads and writes: the one bound to the caller's key, whatever was
+    asked (a key bound to a namespace never reaches another's outlines), else the one asked."""
+    return caller.namespace if caller.namespace is not None and not caller.admin else asked
+
+
+def _scope(
+    runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str, action: str = "search"
+) -> Scope:
     settings = runtime.settings
+    permitted(caller, action, index or settings.passages_alias)
+    clauses = parse_filters(list(filters) if filters is not None else [], where)
     return Scope(
         index or settings.passages_alias,
         caller,
@@ -76,7 +98,8 @@ async def ask_request(
     """The checked request of one question. ``options`` (the Python API's) fill what is not given one by one.
     Checks the question's length, the strategy, k (``api_max_k``), the filters (a 400 naming the field) and
     that the passages ``index`` (default: the settings' alias) exists; the retrieval mode defaults to the
-    index's (:meth:`Runtime.retrieval_mode`), the namespace to the ``outline_namespace`` setting."""
+    index's (:meth:`Runtime.retrieval_mode`), the namespace to the key's (:func:`outline_namespace`), else the
+    ``outline_namespace`` setting."""
     settings = runtime.settings
     given = {f.name: getattr(options, f.name) for f in dataclass_fields(AskOptions)} if options is not None else {}
     check_text(question, settings.api_max_question_chars, fields.text)
@@ -85,7 +108,7 @@ async def ask_request(
         raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field=fields.strategy)
     k = k if k is not None else given.get("k") or default_k(strategy)
     check_k(k, settings.api_max_k, fields.k)
-    scope = _scope(runtime, index, caller, filters, fields.filters)
+    scope = _scope(runtime, index, caller, filters, fields.filters, "ask")
     await runtime.store.require_passages(scope.index)
     if retrieval_mode is None:
         retrieval_mode = given.get("retrieval_mode") or await runtime.retrieval_mode(strategy, scope.index)
@@ -104,7 +127,7 @@ async def ask_request(
         scope,
         strategy=strategy,
         options=chosen,
-        namespace=namespace or settings.outline_namespace,
+        namespace=outline_namespace(caller, namespace) or settings.outline_namespace,
         index_note=schema_note(scope.index, await runtime.store.index_meta(scope.index), scope.acl_default),
     )
 

@@ -129,8 +129,8 @@ async def test_hopsearch_prefixes_never_fall_through_to_the_cluster(es8_node: Es
                 "/_openapi.json/x",
                 f"/{alias}/_retrieve/x",
                 f"/{alias}/_ask/x",
-                "/_keys",
-                "/_keys/k1",
+                "/_keys/k1",  # GET /_keys is the route listing keys; /_keys/{name} only revokes
+                "/_keys/k1/x",
                 "/_groups/g1",
                 "//_ui/traces/a%2Fb",
             ]

@@ -61,9 +61,21 @@ async def test_every_route_but_health_needs_a_key(es8_node: EsNode) -> None:
     assert 'route="unmatched"' not in metrics
 
 
-async def test_no_configured_keys_means_no_authentication(es8_node: EsNode) -> None:
+async def test_no_configured_keys_means_no_authentication_on_loopback_names_only(es8_node: EsNode) -> None:
     async with serving(es8_node.url, load=False, headers={}, api_keys=[]) as api:
-        assert (await api.client.get("/")).status_code == 200
+        loopback = [
+            await api.client.get("/", headers={"Host": host}) for host in ("localhost:9280", "127.0.0.1", "[::1]:80")
+        ]
+        with_origin = await api.client.get("/", headers={"Host": "localhost", "Origin": "http://127.0.0.1:5173"})
+        rebound = await api.client.get("/", headers={"Host": "attacker.example:9280"})
+        foreign_origin = await api.client.get("/", headers={"Host": "localhost", "Origin": "http://attacker.example"})
+        health = await api.client.get("/_health/live", headers={"Host": "attacker.example"})
+    assert [r.status_code for r in loopback] == [200, 200, 200] and with_origin.status_code == 200
+    assert (
+        error_of(rebound)[:2] == (403, "security_exception") and "Host [attacker.example:9280]" in error_of(rebound)[2]
+    )
+    assert error_of(foreign_origin)[0] == 403 and "Origin [http://attacker.example]" in error_of(foreign_origin)[2]
+    assert health.status_code == 200
 
 
 async def test_body_size_limit(es8_node: EsNode) -> None:

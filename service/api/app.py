@@ -16,12 +16,12 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api import ask, keys_routes, mcp_tools, routes, searchr1, ui
 from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
-from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, status_of
+from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
@@ -31,12 +31,12 @@ log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"
 ERROR_STATUSES = {
     "400": "Invalid request (the field is named)",
-    "401": "Missing API key",
-    "403": "API key not accepted",
+    "401": "Missing API key, an expired key, a refused end-user token",
+    "403": "API key not accepted or revoked, or the key's actions or index patterns do not cover the request",
     "404": "No such index, route, trace or outline",
     "405": "Method not allowed",
     "413": "Body over the limit",
-    "429": "Too many questions at once",
+    "429": "Too many questions at once, or over the key's limits (see Retry-After)",
     "500": "Internal error",
     "502": "Elasticsearch or the LLM failed",
     "503": "Elasticsearch or the LLM unreachable",
@@ -54,8 +54,11 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not settings.api_keys:
-            log.warning("no API keys configured (HOPSEARCH_API_KEYS): authentication is off")
+        if not settings.api_keys and not settings.idp_issuer:
+            log.warning(
+                "no API keys configured (HOPSEARCH_API_KEYS): unless `hopsearch keys create` stored some, "
+                "authentication is off and only loopback Host names are served"
+            )
         try:
             await state.runtime()
         except HopsearchError as exc:
@@ -82,6 +85,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(ask.router)
     app.include_router(searchr1.router)
     app.include_router(ui.router)
+    app.include_router(keys_routes.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
@@ -98,11 +102,9 @@ def app_from_settings() -> FastAPI:
 
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:
-    retry_after = {"Retry-After": str(state.settings.api_retry_after_s)}
-
     async def hopsearch_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HopsearchError)
-        return error_response(exc, state.redact, retry_after if status_of(exc) == 429 else None)
+        return error_response(exc, state.redact, retry_headers(exc, state.settings))
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -170,7 +172,7 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
             for status, text in ERROR_STATUSES.items():
                 if status not in responses:
                     responses[status] = {"description": text, "content": ref}
-            if path not in OPEN_PATHS and settings.api_keys:
+            if path not in OPEN_PATHS:  # flat or stored keys (these may be made at any time)
                 operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
     for name, field, bound in (
         ("RetrieveRequest", "k", settings.api_max_k),

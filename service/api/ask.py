@@ -112,7 +112,7 @@ async def ask(
         budget=opts.budget.to_budget(),
         fields=HTTP_ASK,
     )
-    slot = state.admit_question()
+    slot = state.admit_question(question.scope.caller)
     if stream if stream is not None else body.stream:
         heartbeat = state.settings.api_sse_heartbeat_s
         events = _stream(state, slot, question, started, heartbeat)

@@ -21,7 +21,7 @@ from hopsearch.service import trace_reads, usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
-from hopsearch.service.errors import HopsearchError, NotFound
+from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
 from hopsearch.service.runtime import STRATEGIES
@@ -140,9 +140,16 @@ def build_server(state: ApiState) -> MCPServer:
             "totals": answer.trace.totals(),
         } | ({"index_note": request.index_note} if request.index_note else {})
 
-    async def run_outline(entity: str, namespace: str | None) -> dict[str, Any]:
+    def may(caller: Caller, action: str) -> None:
+        if not caller.may(action):
+            allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+            raise AuthorizationError(f"the API key [{caller.key}] may not use {action} (the key's actions: {allowed})")
+
+    async def run_outline(entity: str, namespace: str | None, caller: Caller) -> dict[str, Any]:
+        may(caller, "outlines")
         check_text(entity, settings.api_max_question_chars, "entity")
         runtime = await state.runtime()
+        namespace = usecases.outline_namespace(caller, namespace)
         hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
         if hit is None:
             raise NotFound(f"no outline for entity [{entity}]")
@@ -150,6 +157,7 @@ def build_server(state: ApiState) -> MCPServer:
         return outline
 
     async def run_trace(trace_id: str, caller: Caller) -> dict[str, Any]:
+        may(caller, "traces")
         check_text(trace_id, settings.api_max_question_chars, "id")
         runtime = await state.runtime()
         doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
@@ -190,8 +198,9 @@ def build_server(state: ApiState) -> MCPServer:
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
         namespace: Annotated[str | None, Field(description="Outline namespace (default: any).")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_outline(entity, namespace))
+        return await _guarded(state, run_outline(entity, namespace, caller_of_tool(ctx)))
 
     async def trace(
         id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],

@@ -45,6 +45,12 @@ class Metrics:
         self.llm_calls = Counter("hopsearch_llm_calls", "LLM calls made by strategies.", ["strategy"], registry=r)
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._retrieval_children: dict[str, Counter] = {}
+        self.audit_events = Counter(
+            "hopsearch_audit_events",
+            "Audit events: keys created and revoked, refused credentials and requests, by event.",
+            ["event"],
+            registry=r,
+        )
         self.tokens = Counter(
             "hopsearch_llm_tokens", "LLM tokens, by direction (in, out).", ["strategy", "direction"], registry=r
         )
@@ -57,6 +63,10 @@ class Metrics:
             self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def audit(self, event: str) -> None:
+        """One audit event (a bounded name: ``key_created``, ``auth_missing``, ``action_refused``…)."""
+        self.audit_events.labels(event).inc()
 
     def retrieval(self, mode: str, count: int = 1) -> None:
         child = self._retrieval_children.get(mode)

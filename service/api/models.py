@@ -222,3 +222,60 @@ class RootResponse(BaseModel):
     version: dict[str, Any]
     tagline: str
     hopsearch: dict[str, Any]
+
+
+KeyAction = Literal["search", "ask", "outlines", "traces", "admin"]
+
+
+class KeyCreateRequest(_Request):
+    """``POST /_keys``: a new stored API key."""
+
+    name: str = Field(min_length=1, max_length=128)
+    principals: list[str] = Field(default_factory=list, max_length=1000)
+    indices: list[str] = Field(default_factory=list, max_length=100, description="Index patterns (default: `*`).")
+    actions: list[KeyAction] = Field(default_factory=list, description="Default: every action but admin.")
+    admin: bool = False
+    expires: str | None = Field(None, description="A duration from now: 90d, 12h, 30m.", max_length=16)
+    concurrent_asks: int | None = Field(None, ge=1)
+    per_minute: int | None = Field(None, ge=1)
+    token_alg: Literal["EdDSA", "RS256"] | None = None
+    token_public_key: str | None = Field(None, max_length=16384, description="PEM public key of end-user tokens.")
+    namespace: str | None = Field(None, min_length=1, max_length=256)
+
+
+class KeyLimitsModel(BaseModel):
+    concurrent_asks: int | None
+    per_minute: int | None
+
+
+class TokenKeyModel(BaseModel):
+    kid: str
+    algorithm: str
+
+
+class KeyResponse(BaseModel):
+    """A stored API key as ``/_keys`` shows it: never its secret (none is stored) nor its hash."""
+
+    name: str
+    state: Literal["active", "expired", "revoked"]
+    principals: list[str]
+    indices: list[str]
+    actions: list[str]
+    admin: bool
+    created: str | None
+    expires: str | None
+    limits: KeyLimitsModel
+    token_keys: list[TokenKeyModel]
+    namespace: str | None
+
+
+class KeyListResponse(BaseModel):
+    keys: list[KeyResponse]
+
+
+class KeyCreatedResponse(KeyResponse):
+    key: str = Field(description="The secret: shown this once, only its hash is stored.")
+
+
+class KeyRevokedResponse(KeyResponse):
+    acknowledged: bool

@@ -76,6 +76,14 @@ def status_of(exc: HopsearchError) -> int:
     return exc.status
 
 
+def retry_headers(exc: HopsearchError, settings: Settings) -> dict[str, str] | None:
+    """``Retry-After`` of a 429: the seconds the refusal named (a key's window), else ``api_retry_after_s``."""
+    if status_of(exc) != 429:
+        return None
+    wait = exc.details.get("retry_after")
+    return {"Retry-After": str(wait if isinstance(wait, int) else settings.api_retry_after_s)}
+
+
 def error_body(error_type: str, reason: str, status: int, **extra: Any) -> dict[str, Any]:
     cause = {"type": error_type, "reason": reason}
     return {"error": {"root_cause": [cause], **cause, **extra}, "status": status}

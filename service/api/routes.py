@@ -156,6 +156,7 @@ async def get_outline(
     """The knowledge outline of an entity (by key, name or alias), the most recently updated first."""
     state = state_of(request)
     runtime = await state.runtime()
+    namespace = usecases.outline_namespace(caller_of(request.scope), namespace)
     hit = await EsOutlineStore(runtime.store, state.settings.outlines_index).latest_hit(entity, namespace)
     if hit is None:
         raise NotFound(f"no outline for entity [{entity}]", details={"index": state.settings.outlines_index})
@@ -170,7 +171,8 @@ async def search_outlines(request: Request, body: OutlineSearchRequest) -> Orjso
     check_k(body.size, state.settings.api_max_k, "body.size")
     runtime = await state.runtime()
     outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
-    found = await outlines.search_hits(query=body.query, entity=body.entity, namespace=body.namespace, size=body.size)
+    namespace = usecases.outline_namespace(caller_of(request.scope), body.namespace)
+    found = await outlines.search_hits(query=body.query, entity=body.entity, namespace=namespace, size=body.size)
     hits = [
         {"_index": h["_index"], "_id": h["_id"], "_score": h.get("_score"), "_source": h.get("_source", {})}
         for h in found.get("hits", {}).get("hits", [])

@@ -13,8 +13,13 @@ from typing import Any
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
+from hopsearch.service.api.limits import KeyLimiter
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.responses import Redactor
+from hopsearch.service.auth.groups import EsGroups
+from hopsearch.service.auth.keys import KeyStore
+from hopsearch.service.auth.records import TokenVerifier
+from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.requests import AskRequest
 from hopsearch.service.runtime import Runtime
@@ -27,8 +32,9 @@ log = logging.getLogger(__name__)
 class AskSlot:
     """One admitted question; :meth:`release` is idempotent (a stream and its cleanup both call it)."""
 
-    def __init__(self, state: ApiState) -> None:
+    def __init__(self, state: ApiState, key: str | None = None) -> None:
         self._state = state
+        self._key = key
         self._held = True
 
     def release(self) -> None:
@@ -36,6 +42,7 @@ class AskSlot:
             self._held = False
             self._state.asks_in_flight -= 1
             self._state.metrics.asks_in_flight.dec()
+            self._state.limiter.release_ask(self._key)
 
 
 class ApiState:
@@ -46,6 +53,14 @@ class ApiState:
         self.hit_sources = HitSources(settings)
         self.keys = [key.get_secret_value().encode() for key in settings.api_keys]
         self.asks_in_flight = 0
+        #: Per-key limits of this process (requests per minute, questions in flight).
+        self.limiter = KeyLimiter()
+        #: The verifier of end-user tokens (JWTs sent as ``Bearer``): back ends' tokens, checked against the
+        #: stored keys, and the IdP's where ``idp_issuer`` is set. None: none are accepted (an embedding
+        #: program may set its own).
+        self.tokens: TokenVerifier | None = StateTokens(self)
+        self._verifier: JwtVerifier | None = None
+        self._key_store: KeyStore | None = None
         self._runtime = runtime
         self._owns_runtime = runtime is None
         self._lock = asyncio.Lock()
@@ -62,6 +77,12 @@ class ApiState:
                 log.info("connected to Elasticsearch %s", self._runtime.store.info.number)
             return self._runtime
 
+    async def key_store(self) -> KeyStore:
+        """The stored API keys (``<prefix>-keys``) over the shared runtime's store."""
+        if self._key_store is None:
+            self._key_store = KeyStore.of((await self.runtime()).store)
+        return self._key_store
+
     def index_name(self, name: str) -> str:
         """The passages index a URL names: the alias, or one of its versions; else 404."""
         if name == "passages":
@@ -70,21 +91,29 @@ class ApiState:
             raise IndexMissing(f"no such index [{name}]", details={"index": name})
         return name
 
-    def admit_question(self) -> AskSlot:
+    def admit_question(self, caller: Caller | None = None) -> AskSlot:
+        """A slot for one question: 429 at the service's ``api_max_concurrent_asks`` or the caller's key's
+        own limit of questions in flight."""
         limit = self.settings.api_max_concurrent_asks
         if self.asks_in_flight >= limit:
             raise TooManyRequests(
                 f"rejected execution: {self.asks_in_flight} questions in flight (limit {limit}); retry later"
             )
+        key = caller.key if caller is not None and not caller.admin else None
+        try:
+            self.limiter.admit_ask(key)
+        except TooManyRequests:
+            self.metrics.audit("rate_limited")
+            raise
         self.asks_in_flight += 1
         self.metrics.asks_in_flight.inc()
-        return AskSlot(self)
+        return AskSlot(self, key)
 
     async def answer(
         self, request: AskRequest, *, slot: AskSlot | None = None, on_step: StepListener | None = None
     ) -> Answer:
         """The ask use case in an admitted slot (``slot``, or one admitted here), counted in the metrics."""
-        slot = slot or self.admit_question()
+        slot = slot or self.admit_question(request.scope.caller)
         try:
             answer = await usecases.ask(await self.runtime(), request, on_step=on_step)
         finally:
@@ -92,10 +121,33 @@ class ApiState:
         self.metrics.question(request.strategy, "error" if answer.error else "ok", answer.trace.totals())
         return answer
 
+    async def token_verifier(self) -> JwtVerifier:
+        """The service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
+        JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
+        if self._verifier is None:
+            store = (await self.runtime()).store
+            made = token_verifier(self.settings, await self.key_store(), EsGroups(store))
+            assert isinstance(made, JwtVerifier)  # a key lookup is given: back ends' tokens always apply
+            self._verifier = made
+        return self._verifier
+
     async def close(self) -> None:
+        if self._verifier is not None:
+            await self._verifier.aclose()
+            self._verifier = None
         if self._runtime is not None and self._owns_runtime:
             await self._runtime.close()
         self._runtime = None
+
+
+class StateTokens:
+    """The service's :class:`TokenVerifier`: :meth:`ApiState.token_verifier`'s, made on the first token."""
+
+    def __init__(self, state: ApiState) -> None:
+        self._state = state
+
+    async def verify(self, token: str) -> Caller:
+        return await (await self._state.token_verifier()).verify(token)
 
 
 #: The key of an ASGI scope under which the authenticated :class:`Caller` of the request lies (only the
@@ -104,7 +156,8 @@ CALLER_KEY = "hopsearch.caller"
 
 
 def caller_of(scope: Mapping[str, Any]) -> Caller:
-    """Who makes the request of this ASGI ``scope``: the caller put under :data:`CALLER_KEY`, else an
-    admin (every key the gate accepts is an admin key, and an open loopback service serves admins)."""
+    """Who makes the request of this ASGI ``scope``: the caller put under :data:`CALLER_KEY` (a stored
+    key's, an end-user token's), else an admin (the flat ``HOPSEARCH_API_KEYS`` are admin keys, and an
+    open loopback service serves admins)."""
     caller = scope.get(CALLER_KEY)
     return caller if isinstance(caller, Caller) else ADMIN

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopsearch.service.api.middleware.gate import leaf_routes
 from hopsearch.service.api.models import RetrieveRequest
-from hopsearch.service.api.responses import OrjsonResponse, error_response, status_of
+from hopsearch.service.api.responses import OrjsonResponse, error_response, retry_headers
 from hopsearch.service.api.routes import run_retrieve
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError
@@ -64,7 +64,6 @@ class FastRetrieve:
         self.state = state
         self._routes = routes
         self._route: BaseRoute | None = None
-        self._retry_after = {"Retry-After": str(state.settings.api_retry_after_s)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
@@ -98,7 +97,7 @@ class FastRetrieve:
         try:
             response = OrjsonResponse(await run_retrieve(self.state, caller_of(scope), found.group(1), request))
         except HopsearchError as exc:
-            response = error_response(exc, self.state.redact, self._retry_after if status_of(exc) == 429 else None)
+            response = error_response(exc, self.state.redact, retry_headers(exc, self.state.settings))
         await response(scope, receive, send)
 
     @staticmethod

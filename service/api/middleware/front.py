@@ -10,7 +10,9 @@ A pure ASGI middleware, outermost. For each request it decides whether a hopsear
 - Under hopsearch's own prefixes (each route's first segment, ``/{index}/_retrieve``'s and ``_ask``'s
   endpoint, and :data:`RESERVED` for routes to come) nothing is proxied: a path there that no route
   matches (``/_ui/traces/a%2Fb``, ``/_traces/..%2F..``) is hopsearch's own 404.
-- Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``), then the path
+- Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``: a flat key, a stored
+  key or an end-user token, :func:`~hopsearch.service.api.middleware.gate.authenticate`; a non-admin's
+  key needs the ``search`` action and index patterns covering every index named), then the path
   (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403); for
   a caller that is not an admin the body is read whole (up to ``api_max_body_bytes``, 413) and every
   index the request names is decided on
@@ -34,14 +36,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopsearch.service.api.middleware.esnames import ProxiedCall
 from hopsearch.service.api.middleware.espath import parse_request
-from hopsearch.service.api.middleware.gate import check_key, leaf_routes
+from hopsearch.service.api.middleware.gate import (
+    authenticate,
+    authentication_on,
+    leaf_routes,
+    refuse_query_credentials,
+    refused,
+)
 from hopsearch.service.api.middleware.managed import EsResolver, ManagedIndices, PrefixIndices
 from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
-from hopsearch.service.api.responses import OrjsonResponse, error_response
+from hopsearch.service.api.responses import OrjsonResponse, error_response, retry_headers
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
-from hopsearch.service.errors import HopsearchError, RequestTooLarge
+from hopsearch.service.errors import AuthorizationError, HopsearchError, RequestTooLarge
 from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
@@ -150,10 +158,15 @@ class Front:
         try:
             headers = dict(scope["headers"])
             key = headers.get(KEY_HEADER)
-            check_key(self.state, b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization"))
+            refuse_query_credentials(self.state, scope.get("query_string", b""))
+            credential = b"ApiKey " + key.strip() if key is not None else headers.get(b"authorization")
+            caller = await authenticate(self.state, scope, credential) or caller_of(scope)
             # with keys on and no X-Hopsearch-Key, Authorization was hopsearch's credential: never passed on
-            authenticated_with = headers.get(b"authorization") if key is None and self.state.keys else None
-            caller = caller_of(scope)
+            on = await authentication_on(self.state)
+            authenticated_with = headers.get(b"authorization") if key is None and on else None
+            if not caller.admin and not caller.may("search"):
+                why = f"the API key [{caller.key}] may not search indices through the proxy (it lacks [search])"
+                raise refused(self.state, "action_refused", AuthorizationError(why), caller)
             # the path as the caller sent it: every check, and the cluster, see the same segments
             request = parse_request(scope["method"], scope.get("raw_path") or quote(scope["path"]).encode())
             self.forwarder.check(request)
@@ -161,12 +174,17 @@ class Front:
             if not caller.admin:
                 body = await read_body(receive, self.state.settings.api_max_body_bytes)
                 call = ProxiedCall(request, scope.get("query_string", b""), headers, body)
-                await self.managed.check(call, caller)
+                try:
+                    await self.managed.check(call, caller)
+                except AuthorizationError:
+                    self.state.metrics.audit("proxy_refused")
+                    raise
             runtime = await self.state.runtime()
             upstream = upstream_headers(scope, self.state.keys, runtime.store.info.major, authenticated_with)
             return await self.forwarder.forward(scope, receive, send, request, upstream, body)
         except HopsearchError as exc:
             extra = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if exc.status == 401 else None
+            extra = retry_headers(exc, self.state.settings) or extra
             response = error_response(exc, self.state.redact, extra)
             response.headers.append("X-Elastic-Product", "Elasticsearch")
             await response(scope, receive, send)

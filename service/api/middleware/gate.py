@@ -1,59 +1,216 @@
-"""A pure ASGI middleware in front of every route: API keys, the body-size limit, metrics.
+"""A pure ASGI middleware in front of every route: who asks, what it may do, the body-size limit, metrics.
 
-- API keys: ``Authorization: ApiKey <key>`` or ``Bearer <key>`` on every route but ``/_health`` and ``/_health/live``;
-  no header → 401, a key that is not configured → 403 (compared in constant time). With no keys
-  configured authentication is off.
+- Credentials: ``Authorization: ApiKey <key>`` or ``Bearer <key>`` on every route but ``/_health`` and
+  ``/_health/live`` (:func:`authenticate`): a flat ``HOPSEARCH_API_KEYS`` key (compared in constant time)
+  is an admin; else a stored key (``<prefix>-keys``, found by the hash of its secret) makes its
+  :meth:`~hopsearch.service.auth.records.KeyRecord.caller`, put under
+  :data:`~hopsearch.service.api.state.CALLER_KEY` in the ASGI scope (every route reads it there); a
+  ``Bearer`` JWT goes to the end-user token verifier (``state.tokens``). No header → 401, a key that is
+  not accepted → 403, an expired key 401 and a revoked one 403, saying so. Credentials in a query string
+  (``?api_key=``, ``?access_token=``) → 400, whatever else the request holds.
+- Open service: with no flat key, no stored key and no token verifier, every request is an admin's, as
+  long as its ``Host`` (and ``Origin``, where sent) is a loopback name — anything else is 403 (a page
+  of another site reaching a local service through DNS rebinding).
+- Scopes: a key's actions per route (:func:`route_action`; 403 naming the action), ``/_metrics`` and
+  ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit.
 - Body depth: arrays and objects nested deeper than :data:`~hopsearch.service.api.json_depth.MAX_JSON_DEPTH`
   → 400 naming the field, before any parser or validator recurses into the body. The body is read
   here, whole, and given to the route again: a refusal raised while a route reads its body comes too
   late for a mounted app (the MCP tools answer 500 first).
-- Metrics: one count and one latency observation per request, labelled with the route template (refused requests too).
+- Metrics: one count and one latency observation per request, labelled with the route template (refused
+  requests too); each refusal of credentials or scope is an audit event (a log line of
+  ``hopsearch.audit`` and ``hopsearch_audit_events_total{event}``).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
-from hopsearch.service.api.responses import error_response
-from hopsearch.service.api.state import ApiState
+from hopsearch.service.api.responses import error_response, retry_headers
+from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
+from hopsearch.service.auth.keys import key_refusal
+from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import (
     ApiError,
     AuthenticationError,
     AuthorizationError,
+    HopsearchError,
     RequestInvalid,
     RequestTooLarge,
+    TooManyRequests,
 )
 
+audit = logging.getLogger("hopsearch.audit")
 OPEN_PATHS = frozenset({"/_health", "/_health/live"})
 _SCHEMES = (b"apikey ", b"bearer ")
+#: Query parameters that carry credentials: never accepted (URLs end up in logs, histories, referrers).
+QUERY_CREDENTIALS = frozenset({"api_key", "apikey", "access_token", "bearer", "id_token"})
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_JWT = re.compile(rb"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
+#: Routes whose first segment says what they do (the rest: ``/{index}/_retrieve``, ``/{index}/_ask``).
+_FIRST_ACTIONS = {
+    "_keys": "admin",
+    "_metrics": "admin",
+    "_outlines": "outlines",
+    "_traces": "traces",
+    "retrieve": "search",
+}
+_ENDPOINT_ACTIONS = {"_retrieve": "search", "_ask": "ask"}
 
 
-def check_key(state: ApiState, header: bytes | None) -> None:
-    if not state.keys:
+def route_action(path: str) -> str | None:
+    """The action a route needs (``search``, ``ask``, ``outlines``, ``traces``, ``admin``); None for the
+    routes any caller may use (``/``, the MCP mount, whose tools check their own)."""
+    segments = [s for s in path.split("/") if s]
+    if not segments:
+        return None
+    if segments[0] == "_ui":
+        return "traces" if len(segments) > 1 and segments[1] == "traces" else None
+    if segments[0] in _FIRST_ACTIONS:
+        return _FIRST_ACTIONS[segments[0]]
+    if len(segments) > 1 and segments[1] in _ENDPOINT_ACTIONS:
+        return _ENDPOINT_ACTIONS[segments[1]]
+    return None
+
+
+def loopback_host(value: bytes | None) -> bool:
+    """Whether a ``Host`` header names a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``, any port)."""
+    if not value:
+        return False
+    text = value.decode("latin-1").strip().lower()
+    host = text[1 : text.index("]")] if text.startswith("[") and "]" in text else text.rsplit(":", 1)[0]
+    return host.rstrip(".") in LOOPBACK_NAMES
+
+
+def loopback_origin(value: bytes) -> bool:
+    try:
+        host = urlsplit(value.decode("latin-1").strip()).hostname
+    except ValueError:
+        return False
+    return host is not None and host.rstrip(".") in LOOPBACK_NAMES
+
+
+def refuse_query_credentials(state: ApiState, query_string: bytes) -> None:
+    if not query_string:
         return
-    if not header:
-        raise AuthenticationError("missing authentication credentials for REST request")
+    names = {name.lower() for name, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)}
+    found = sorted(names & QUERY_CREDENTIALS)
+    if found:
+        why = f"credentials are never accepted in a query string ([{found[0]}]): send `Authorization: ApiKey <key>`"
+        raise refused(state, "query_credentials", RequestInvalid(why, field=f"query.{found[0]}"))
+
+
+def refused(state: ApiState, event: str, exc: HopsearchError, caller: Caller | None = None) -> HopsearchError:
+    """``exc``, recorded as an audit event (a log line and a counter)."""
+    state.metrics.audit(event)
+    extra = {"event": event, "reason": str(exc)}
+    if caller is not None:
+        extra |= {"subject": caller.subject or "", "key": caller.key or ""}
+    audit.info("request refused (%s): %s", event, exc, extra=extra)
+    return exc
+
+
+async def authentication_on(state: ApiState) -> bool:
+    """Whether requests need credentials: a flat key, an IdP, or a stored key exists (back ends' tokens
+    need a stored key to act for)."""
+    if state.keys or state.settings.idp_issuer:
+        return True
+    return await (await state.key_store()).any_keys()
+
+
+def _credential(header: bytes) -> tuple[bytes, bytes] | None:
     lowered = header[:7].lower()
-    token = b""
     for scheme in _SCHEMES:
         if lowered.startswith(scheme):
-            token = header[len(scheme) :].strip()
-            break
-    else:
-        raise AuthenticationError("unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)")
+            return scheme.strip(), header[len(scheme) :].strip()
+    return None
+
+
+async def authenticate(state: ApiState, scope: Mapping[str, object], header: bytes | None) -> Caller | None:
+    """The caller of a request whose ``Authorization`` is ``header``: a stored key's or an end-user
+    token's; None for an admin (a flat key, or an open loopback service), so a caller already in the scope
+    (an embedding program's) stays. Raises the refusal, recorded as an audit event."""
+    raw_headers = scope.get("headers")
+    headers: dict[bytes, bytes] = dict(raw_headers) if isinstance(raw_headers, list) else {}
+    if not await authentication_on(state):
+        origin = headers.get(b"origin")
+        if not loopback_host(headers.get(b"host")) or (origin is not None and not loopback_origin(origin)):
+            which = "Origin" if loopback_host(headers.get(b"host")) else "Host"
+            shown = (origin if which == "Origin" else headers.get(b"host")) or b""
+            why = (
+                f"no API keys are configured, so this service answers loopback requests only; {which} "
+                f"[{shown.decode('latin-1')[:100]}] is not a loopback name (configure keys to serve others)"
+            )
+            raise refused(state, "host_refused", AuthorizationError(why))
+        return None
+    if not header:
+        raise refused(state, "auth_missing", AuthenticationError("missing authentication credentials for REST request"))
+    found = _credential(header)
+    if found is None:
+        why = "unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)"
+        raise refused(state, "auth_scheme", AuthenticationError(why))
+    scheme, token = found
     accepted = False
     for key in state.keys:
         accepted |= hmac.compare_digest(token, key)
-    if not accepted:
-        raise AuthorizationError("the API key is not accepted")
+    if accepted:
+        return None
+    if scheme == b"bearer" and _JWT.match(token):
+        if state.tokens is None:
+            raise refused(state, "token_refused", AuthenticationError("end-user tokens are not configured"))
+        try:
+            caller = await state.tokens.verify(token.decode("ascii"))
+        except (AuthenticationError, AuthorizationError) as exc:
+            raise refused(state, "token_refused", exc) from None
+        if caller.key is not None:
+            record = await (await state.key_store()).by_name(caller.key)
+            if record is not None:
+                _count(state, caller, record.limits)
+        return caller
+    record = await (await state.key_store()).by_secret(token.decode("latin-1"))
+    refusal = key_refusal(record, datetime.now(UTC))
+    if refusal is not None:
+        raise refused(state, *refusal)
+    assert record is not None
+    caller = record.caller()
+    _count(state, caller, record.limits)
+    return caller
+
+
+def _count(state: ApiState, caller: Caller, limits: KeyLimits) -> None:
+    if caller.key is None:
+        return
+    try:
+        state.limiter.request(caller.key, limits)
+    except TooManyRequests as exc:
+        raise refused(state, "rate_limited", exc, caller) from None
+
+
+def check_action(state: ApiState, caller: Caller, path: str) -> None:
+    """403 where the route of ``path`` needs an action the caller's key lacks (admin routes: an admin)."""
+    action = route_action(path)
+    if action is None or caller.admin:
+        return
+    if action == "admin" or not caller.may(action):
+        who = f"the API key [{caller.key}]" if caller.key else "this caller"
+        allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+        why = f"{who} may not use [{path}]: it needs the [{action}] action (the key's actions: {allowed})"
+        if action == "admin":
+            why = f"{who} may not use [{path}]: it is for admin keys only"
+        raise refused(state, "action_refused", AuthorizationError(why), caller)
 
 
 def leaf_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
@@ -100,12 +257,13 @@ class Gate:
             await send(message)
 
         try:
-            refused = self._refuse(scope)
-            if refused is None:
-                receive, refused = await self._read_body(receive)
-            if refused is not None:
-                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refused.status == 401 else None
-                await error_response(refused, self.state.redact, headers)(scope, receive, send_status)
+            refusal = await self._refuse(scope)
+            if refusal is None:
+                receive, refusal = await self._read_body(receive)
+            if refusal is not None:
+                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refusal.status == 401 else None
+                headers = retry_headers(refusal, self.state.settings) or headers
+                await error_response(refusal, self.state.redact, headers)(scope, receive, send_status)
                 return
             await self.app(scope, receive, send_status)
         finally:
@@ -117,11 +275,15 @@ class Gate:
             self._leaves = leaf_routes(self._routes)
         return self._leaves
 
-    def _refuse(self, scope: Scope) -> ApiError | None:
+    async def _refuse(self, scope: Scope) -> HopsearchError | None:
         headers: dict[bytes, bytes] = dict(scope["headers"])
         try:
+            refuse_query_credentials(self.state, scope.get("query_string", b""))
             if scope["path"] not in OPEN_PATHS:
-                check_key(self.state, headers.get(b"authorization"))
+                caller = await authenticate(self.state, scope, headers.get(b"authorization"))
+                if caller is not None:
+                    scope[CALLER_KEY] = caller
+                check_action(self.state, caller_of(scope), scope["path"])
             length = headers.get(b"content-length")
             if length is not None:
                 limit = self.state.settings.api_max_body_bytes
@@ -130,6 +292,8 @@ class Gate:
                 if int(length) > limit:
                     raise RequestTooLarge(f"request body of {int(length)} bytes is over the limit of {limit}")
         except ApiError as exc:
+            return exc
+        except HopsearchError as exc:  # the keys index unreachable: no caller can be told apart
             return exc
         return None
 

@@ -163,6 +163,9 @@ class ManagedIndices:
                 if not positive:
                     raise refusal(call, f"{named.where} names no index but exclusions: every index would be read")
                 for part in positive:
+                    if not caller.may_use(part):
+                        why = f"{named.where} names [{part}], which the API key [{caller.key}] may not use"
+                        raise refusal(call, f"{why} (its index patterns: {', '.join(caller.indices)})", part)
                     await self._decide(call, part, named.where, patterns)
         except AuthorizationError as exc:
             log.info(

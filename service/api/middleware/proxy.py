@@ -58,6 +58,8 @@ HOP_BY_HOP = frozenset(
 KEY_HEADER = b"x-hopsearch-key"
 #: Headers Elasticsearch reads credentials from (``es-secondary-authorization``: a second user some
 #: APIs run as).
+#: How a stored key's secret begins (:data:`hopsearch.service.auth.keys.SECRET_PREFIX`).
+STORED_KEY_PREFIX = b"hs_"
 CREDENTIAL_HEADERS = frozenset({b"authorization", b"es-secondary-authorization"})
 _WORDS = re.compile(rb"[\s,]+")
 _COMPAT = re.compile(rb"application/vnd\.elasticsearch\+(json|x-ndjson)\s*;\s*compatible-with=\d+")
@@ -133,10 +135,12 @@ def bearer_token(header: bytes) -> bytes | None:
 
 
 def carries_key(header: bytes, keys: Sequence[bytes]) -> bool:
-    """Whether a credentials header holds a hopsearch key: as its token, or as any word of it."""
+    """Whether a credentials header holds a hopsearch key: a flat key or a stored key's secret (``hs_…``),
+    as its token or as any word of it."""
     token = bearer_token(header)
     words = [token] if token is not None else []
-    return any(is_key(word, keys) for word in [*words, *_WORDS.split(header)] if word)
+    candidates = [word for word in [*words, *_WORDS.split(header)] if word]
+    return any(is_key(word, keys) or word.startswith(STORED_KEY_PREFIX) for word in candidates)
 
 
 def upstream_headers(

@@ -1,0 +1,138 @@
+"""``hopsearch keys create|list|revoke``: the API keys stored in ``<prefix>-keys`` (only a hash of each
+secret; the secret is printed once, by ``create``). The same as the service's admin-only ``/_keys``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hopsearch.service.access import ACTIONS
+from hopsearch.service.auth.keys import ALGORITHMS, KeyStore, NewKey, listed
+from hopsearch.service.errors import HopsearchError
+from hopsearch.service.settings import load_settings
+from hopsearch.service.store import Store
+
+T = TypeVar("T")
+
+
+def _with_keys(work: Callable[[KeyStore], Awaitable[T]]) -> T:
+    settings = load_settings()
+
+    async def go() -> T:
+        async with await Store.connect(settings) as store:
+            return await work(KeyStore.of(store))
+
+    try:
+        return asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group("keys")
+def keys() -> None:
+    """Create, list and revoke the service's stored API keys (<prefix>-keys)."""
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option("--principal", "principals", multiple=True, help="user:NAME, group:NAME or public (repeatable).")
+@click.option("--index", "indices", multiple=True, help="Index pattern the key may use (repeatable; default *).")
+@click.option(
+    "--action",
+    "actions",
+    multiple=True,
+    type=click.Choice(sorted(ACTIONS)),
+    help="What the key may do (repeatable; default: every action but admin).",
+)
+@click.option("--admin", is_flag=True, help="An admin key: reads everything, manages keys, reads /_metrics.")
+@click.option("--expires", default=None, help="Expires after this long: 90d, 12h, 30m, 2w (default: never).")
+@click.option("--concurrent-asks", type=click.IntRange(min=1), default=None, help="Questions in flight at once.")
+@click.option("--per-minute", type=click.IntRange(min=1), default=None, help="Requests per minute.")
+@click.option(
+    "--token-public-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM public key of the end-user tokens this key's back end signs.",
+)
+@click.option("--token-alg", type=click.Choice(ALGORITHMS), default=None, help="The algorithm of those tokens.")
+@click.option("--namespace", default=None, help="Outline namespace bound to the key.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object; its `key` is the secret.")
+def create(
+    name: str,
+    principals: tuple[str, ...],
+    indices: tuple[str, ...],
+    actions: tuple[str, ...],
+    admin: bool,
+    expires: str | None,
+    concurrent_asks: int | None,
+    per_minute: int | None,
+    token_public_key: Path | None,
+    token_alg: str | None,
+    namespace: str | None,
+    as_json: bool,
+) -> None:
+    """Create key NAME and print its secret (shown this once: only a hash is stored)."""
+    pem = token_public_key.read_text(encoding="utf-8") if token_public_key is not None else None
+    new = NewKey(
+        name=name,
+        principals=principals,
+        indices=indices,
+        actions=actions,
+        admin=admin,
+        expires=expires,
+        concurrent_asks=concurrent_asks,
+        per_minute=per_minute,
+        token_algorithm=token_alg,
+        token_public_pem=pem,
+        namespace=namespace,
+    )
+    secret, record = _with_keys(lambda store: store.create(new))
+    if as_json:
+        click.echo(json.dumps({**listed(record), "key": secret}))
+        return
+    click.echo(f"created key {record.name}; its secret (shown once, keep it):")
+    click.echo(secret)
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the keys as JSON.")
+def list_keys(as_json: bool) -> None:
+    """Every key with its state, principals, scopes and limits (never a secret)."""
+    rows = [listed(record) for record in _with_keys(lambda store: store.keys())]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no stored keys")
+        return
+    table = Table(title="API keys")
+    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        limits = ", ".join(f"{k}={v}" for k, v in row["limits"].items() if v is not None)
+        table.add_row(
+            row["name"],
+            row["state"],
+            "yes" if row["admin"] else "",
+            " ".join(row["principals"]),
+            " ".join(row["indices"]),
+            " ".join(row["actions"]),
+            row["expires"] or "never",
+            limits,
+        )
+    Console(width=160).print(table)
+
+
+@keys.command("revoke")
+@click.argument("name")
+def revoke(name: str) -> None:
+    """Revoke key NAME: every service process refuses it within a second (the name stays taken)."""
+    record = _with_keys(lambda store: store.revoke(name))
+    click.echo(f"revoked key {record.name}")

@@ -1,0 +1,70 @@
+"""Per-key limits of one service process: requests per minute (a sliding window of the last 60 s) and
+questions in flight. Each process counts its own (with ``--workers N`` a key may make up to N times its
+limit in all); a refusal is a 429 with ``Retry-After``."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+from hopsearch.service.auth.records import KeyLimits
+from hopsearch.service.errors import TooManyRequests
+
+WINDOW_S = 60.0
+#: Keys whose windows are kept (the memory is emptied when full; a key then starts a fresh window).
+MAX_KEYS = 10_000
+
+
+class KeyLimiter:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._limits: dict[str, KeyLimits] = {}
+        self._windows: dict[str, deque[float]] = {}
+        self._asks: dict[str, int] = {}
+
+    def limits(self, key: str | None) -> KeyLimits:
+        return self._limits.get(key, KeyLimits()) if key is not None else KeyLimits()
+
+    def request(self, key: str, limits: KeyLimits) -> None:
+        """Counts one request of ``key``; 429 once its ``per_minute`` requests of the last minute are made."""
+        if len(self._limits) >= MAX_KEYS and key not in self._limits:
+            self._limits.clear()
+            self._windows.clear()
+        self._limits[key] = limits
+        if limits.per_minute is None:
+            return
+        now = self._clock()
+        window = self._windows.setdefault(key, deque())
+        while window and window[0] <= now - WINDOW_S:
+            window.popleft()
+        if len(window) >= limits.per_minute:
+            wait = max(1, math.ceil(window[0] + WINDOW_S - now))
+            raise TooManyRequests(
+                f"rejected execution: key [{key}] made {len(window)} requests in the last minute "
+                f"(limit {limits.per_minute}); retry in {wait}s",
+                details={"retry_after": wait},
+            )
+        window.append(now)
+
+    def admit_ask(self, key: str | None) -> None:
+        """One more question of ``key`` in flight; 429 at its ``concurrent_asks``."""
+        if key is None:
+            return
+        limit = self.limits(key).concurrent_asks
+        held = self._asks.get(key, 0)
+        if limit is not None and held >= limit:
+            raise TooManyRequests(
+                f"rejected execution: key [{key}] has {held} questions in flight (limit {limit}); retry later"
+            )
+        self._asks[key] = held + 1
+
+    def release_ask(self, key: str | None) -> None:
+        if key is None:
+            return
+        held = self._asks.get(key, 0) - 1
+        if held > 0:
+            self._asks[key] = held
+        else:
+            self._asks.pop(key, None)
