@@ -7,20 +7,34 @@ attach time): nothing here or anywhere else writes to them.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachments import Attachment, mapped_fields
-from hopsearch.service.errors import IndexMissing, StoreError
+from hopsearch.service.attachments import Attachment, check_fields, mapped_fields, vector_mapping, vector_mode
+from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store.documents import Documents
 from hopsearch.service.store.indices import IndexLifecycle, load_template
 from hopsearch.service.store.searches import Searches
+from hopsearch.service.types import Embedder
 
 #: Seconds an attachment (or its absence) is reused before it is read again: an attach or detach reaches
 #: every process within it.
 ATTACHED_TTL_S = 5.0
+#: Documents re-embedded at attach time, and how close (mean cosine) their stored vectors must be.
+SAMPLE_SIZE = 8
+MIN_COSINE = 0.95
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
 
 
 class Attachments(IndexLifecycle, Documents, Searches):
@@ -101,3 +115,92 @@ class Attachments(IndexLifecycle, Documents, Searches):
         hopsearch's own indices."""
         attachment = await self.attachment(scope.index)
         return scope if attachment is None else attachment.bind(scope)
+
+    async def attach(self, attachment: Attachment, embedder: Embedder | None = None) -> Attachment:
+        """Check ``attachment`` against its index and record it: every mapped field exists with a usable
+        type (:func:`~hopsearch.service.attachments.check_fields`); a vector field is a ``dense_vector`` of
+        ``embedder``'s dimensions, and a sample of documents re-embedded with it lands close to their stored
+        vectors (MiniLM and e5 are both 384-d: only the vectors tell them apart). Reads only, then one
+        document in ``<prefix>-attached``. Returns the attachment as recorded (embedder, mode, checks)."""
+        index = attachment.index
+        if index == self.settings.passages_alias or index.startswith(f"{self.settings.index_prefix}-"):
+            raise ConfigError(f"[{index}] is hopsearch's own index: it needs no attaching", details={"index": index})
+        if not await self.exists(index):
+            raise IndexMissing(f"no such index or alias [{index}] to attach", details={"index": index})
+        mapped = await self.mapping_fields(index)
+        fields = attachment.fields
+        check_fields(index, fields, mapped)
+        if fields.vector is None:
+            if embedder is not None:
+                raise ConfigError("--embedder needs --vector-field (the field holding its vectors)")
+            attachment = replace(attachment, embedder=None, dims=None, vector_mode=None)
+        else:
+            if embedder is None:
+                raise ConfigError(f"--vector-field {fields.vector} needs --embedder (the model of its vectors)")
+            found = vector_mapping(index, fields.vector, mapped)
+            dims = found.get("dims")
+            if dims is not None and int(dims) != embedder.dims:
+                raise ConfigError(
+                    f"field [{fields.vector}] of index [{index}] holds {dims}-d vectors; the embedder "
+                    f"{embedder.model_id!r} makes {embedder.dims}-d ones",
+                    details={"index": index, "field": fields.vector, "dims": dims},
+                )
+            checks = await self._check_vectors(index, attachment, embedder)
+            attachment = replace(
+                attachment,
+                embedder=embedder.model_id,
+                dims=embedder.dims,
+                vector_mode=vector_mode(found, self.info.major, self.info.dense_method),
+                checks=checks,
+            )
+        attachment = replace(attachment, attached_at=datetime.now(UTC).isoformat())
+        await self.save_attachment(attachment)
+        return attachment
+
+    async def _check_vectors(self, index: str, attachment: Attachment, embedder: Embedder) -> dict[str, Any]:
+        """Re-embed a sample of documents and compare with their stored vectors (as the text alone, and as
+        the title, a newline and the text: hopsearch's own way); a clear error where neither is close."""
+        fields = attachment.fields
+        assert fields.vector is not None
+        source: Any = [fields.title, fields.text, fields.vector]
+        if self.info.major >= 9:  # 9.x leaves vectors out of ``_source`` unless asked
+            source = {"includes": source, "exclude_vectors": False}
+        body = {"size": SAMPLE_SIZE, "query": {"exists": {"field": fields.text}}, "_source": source}
+        hits = (await self.search(index, body)).get("hits", {}).get("hits", [])
+        sample = [h.get("_source") or {} for h in hits]
+        sample = [doc for doc in sample if isinstance(doc.get(fields.vector), list) and doc.get(fields.vector)]
+        if not sample:
+            raise ConfigError(
+                f"no document of index [{index}] has a vector in [{fields.vector}] to check the embedder against",
+                details={"index": index, "field": fields.vector},
+            )
+        stored = [[float(x) for x in doc[fields.vector]] for doc in sample]
+        wrong = [len(v) for v in stored if len(v) != embedder.dims]
+        if wrong:
+            raise ConfigError(
+                f"vectors in [{fields.vector}] of index [{index}] have {wrong[0]} numbers; the embedder "
+                f"{embedder.model_id!r} makes {embedder.dims}",
+                details={"index": index, "field": fields.vector},
+            )
+        texts = {
+            "text": [_text(doc.get(fields.text)) for doc in sample],
+            "title_text": [f"{_text(doc.get(fields.title))}\n{_text(doc.get(fields.text))}" for doc in sample],
+        }
+        means: dict[str, float] = {}
+        for way, inputs in texts.items():
+            vectors = await embedder.embed(inputs)
+            means[way] = sum(_cosine(a, b) for a, b in zip(vectors, stored, strict=True)) / len(stored)
+        best = max(means, key=lambda way: means[way])
+        if means[best] < MIN_COSINE:
+            raise ConfigError(
+                f"the stored vectors of [{fields.vector}] in index [{index}] are not {embedder.model_id!r}'s: "
+                f"{len(stored)} documents re-embedded land at mean cosine {means[best]:.3f} (< {MIN_COSINE})",
+                details={"index": index, "field": fields.vector, "cosine": round(means[best], 4)},
+            )
+        return {"sample": len(stored), "cosine": round(means[best], 4), "embedded_as": best}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(str(item) for item in value)
+    return "" if value is None else str(value)
