@@ -43,6 +43,13 @@ READABLE: dict[str, set[str]] = {
     "staff": {"SP-HANDBOOK-MARKER-2", "SP-ALICE-MARKER-8", "SP-BARE-MARKER-6"},
     "public": set(),
 }
+#: the connector documents each caller reads, by id (an id shows in a hit, a citation or a url)
+READABLE_IDS: dict[str, set[str]] = {
+    "admin": set(CONNECTOR_DOCS),
+    "carol": {"sp-salary"},
+    "staff": {"sp-handbook", "sp-alice", "sp-bare"},
+    "public": set(),
+}
 OTHER_DOCS = [
     ("w-lethal", "Lethal Weapon", "Lethal Weapon is a 1987 action film directed by Richard Donner.", "film"),
     ("w-donner", "Richard Donner", "Richard Donner (1930-2021) was an American film director.", "people"),
@@ -181,3 +188,8 @@ def user_indices(url: str, major: int, prefix: str, vector_of: Callable[[str], l
 def found(text: str) -> set[str]:
     """The connector markers in a serialised response."""
     return {marker for marker in CONNECTOR_MARKERS if marker in text}
+
+
+def ids_in(text: str) -> set[str]:
+    """The connector documents a serialised response names by id."""
+    return {doc_id for doc_id in CONNECTOR_DOCS if doc_id in text}

@@ -118,12 +118,15 @@ class HyDE(RecordedStrategy):
             context.recorder.add(text_step("hyde", completion, prompt, depth=1, queries=(sub,)))
         return passages
 
-    def _queries(self, subs: Sequence[str], passages: Sequence[str]) -> list[RetrievalQuery]:
+    def _queries(self, subs: Sequence[str], passages: Sequence[str], dense: bool = True) -> list[RetrievalQuery]:
+        """The searches of each sub-query; ``dense`` False where the request's mode is ``bm25`` (the default
+        over an index without this embedder's vectors: an attached BM25-only index among them)."""
+        dense = dense and self.dense
         queries = []
         for sub, passage in zip(subs, passages, strict=True):
             if self.hypothetical:
-                queries.append(RetrievalQuery(passage, k=LIST_K, mode="dense" if self.dense else "bm25"))
-            elif self.dense:
+                queries.append(RetrievalQuery(passage, k=LIST_K, mode="dense" if dense else "bm25"))
+            elif dense:
                 queries.append(RetrievalQuery(sub, k=LIST_K, mode="dense"))
             queries.append(RetrievalQuery(sub, k=LIST_K, mode="bm25"))
         return queries
@@ -132,7 +135,7 @@ class HyDE(RecordedStrategy):
         question = " ".join(question.split())
         subs = await self._sub_queries(context, question)
         passages = await self._passages(context, subs)
-        queries = self._queries(subs, passages)
+        queries = self._queries(subs, passages, dense=context.options.retrieval_mode != "bm25")
         started = time.monotonic()
         results = await context.retriever.search_many(queries)  # ONE _msearch for every list
         fused = rrf([result.hits for result in results], k=RRF_K, size=context.options.k)
