@@ -15,7 +15,7 @@ from typing import Any
 
 from hopsearch.service.access import Scope
 from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap
-from hopsearch.service.errors import ConfigError, EmbedderMismatch
+from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
 from hopsearch.service.japanese import ja_query
@@ -82,7 +82,7 @@ def dense_method(facts: IndexFacts, info: ServerInfo, embedder_id: str | None) -
     if embedder_id is None:
         raise ConfigError("dense and hybrid retrieval need an embedder (HOPSEARCH_EMBEDDER)")
     if facts.embedder is None:
-        raise EmbedderMismatch(f"index [{facts.index}] holds no vectors (BM25 only); use mode bm25")
+        raise NoVectors(f"index [{facts.index}] holds no vectors (BM25 only); use mode bm25")
     if facts.embedder != embedder_id:
         raise EmbedderMismatch(
             f"index [{facts.index}] holds vectors of {facts.embedder!r}, the query embedder is {embedder_id!r}"
