@@ -116,7 +116,8 @@ class Attachment:
         """``scope`` over this index: its readers (ACL field, rule, default) and the request's filters
         over its field names."""
         names = filter_names(self.fields)
-        filters = tuple(renamed_clause(f, names) for f in scope.filters) if names else scope.filters
+        lang = self.lang if self.fields.lang is None else None
+        filters = tuple(renamed_clause(f, names, lang) for f in scope.filters) if names or lang else scope.filters
         return replace(scope, acl=self.acl, acl_default=self.acl_default, filters=filters)
 
     def meta(self) -> dict[str, Any]:
@@ -163,6 +164,16 @@ class Attachment:
             attached_at=str(doc.get("attached_at") or ""),
             checks=dict(doc.get("checks") or {}),
         )
+
+
+def field_text(value: Any) -> str:
+    """A mapped field's value as text: a string as it is, a list's items one per line (the crawler's
+    ``headings``), nothing as empty."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(field_text(item) for item in value if item is not None)
+    return "" if value is None else str(value)
 
 
 def field_map(
@@ -286,14 +297,32 @@ def filter_names(fields: FieldMap) -> dict[str, str]:
     return {ours: theirs for ours, theirs in names.items() if ours != theirs}
 
 
-def renamed_clause(clause: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+_EVERY: dict[str, Any] = {"match_all": {}}
+_NONE: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
+
+
+def _index_lang(kind: str, value: Mapping[str, Any], lang: str) -> dict[str, Any] | None:
+    """A ``lang`` clause decided by the language of a whole index (``--lang``), or None if not one."""
+    if kind == "exists" and value.get("field") == "lang":
+        return _EVERY
+    if kind in ("term", "terms") and "lang" in value:
+        wanted = value["lang"] if kind == "terms" else [value["lang"]]
+        return _EVERY if lang in wanted else _NONE
+    return None
+
+
+def renamed_clause(clause: Mapping[str, Any], names: Mapping[str, str], lang: str | None = None) -> dict[str, Any]:
     """A validated filter clause (:func:`~hopsearch.service.filters.parse_filters`) over the fields
-    ``names`` maps to (a field an index lacks under any name matches nothing, as over hopsearch's own)."""
+    ``names`` maps to (a field an index lacks under any name matches nothing, as over hopsearch's own);
+    ``lang``: the language of every document of an index without a language field."""
     out: dict[str, Any] = {}
     for kind, value in clause.items():
+        decided = _index_lang(kind, value, lang) if lang is not None and kind != "bool" else None
+        if decided is not None:
+            return decided
         if kind == "bool":
             out[kind] = {
-                key: [renamed_clause(sub, names) for sub in subs] if isinstance(subs, list) else subs
+                key: [renamed_clause(sub, names, lang) for sub in subs] if isinstance(subs, list) else subs
                 for key, subs in value.items()
             }
         elif kind == "exists":

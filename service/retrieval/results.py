@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeGuard
 
-from hopsearch.service.attachments import HOPSEARCH_FIELDS, FieldMap
+from hopsearch.service.attachments import HOPSEARCH_FIELDS, FieldMap, field_text
 from hopsearch.service.errors import StoreError
 from hopsearch.service.fusion import refused, rrf, with_score
 from hopsearch.service.retrieval.planner import QueryPlan
@@ -23,16 +23,6 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
-
-
-def field_text(value: Any) -> str:
-    """A mapped field's value as text: a string as it is, a list's strings one per line (the crawler's
-    ``headings``), nothing as empty."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(field_text(item) for item in value if item is not None)
-    return "" if value is None else str(value)
 
 
 def _mapped_hits(found: Mapping[str, Any], fields: FieldMap) -> list[Hit]:

@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachments import Attachment, check_fields, mapped_fields, vector_mapping, vector_mode
+from hopsearch.service.attachments import (
+    Attachment,
+    check_fields,
+    field_text,
+    mapped_fields,
+    vector_mapping,
+    vector_mode,
+)
 from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store.documents import Documents
@@ -183,8 +190,10 @@ class Attachments(IndexLifecycle, Documents, Searches):
                 details={"index": index, "field": fields.vector},
             )
         texts = {
-            "text": [_text(doc.get(fields.text)) for doc in sample],
-            "title_text": [f"{_text(doc.get(fields.title))}\n{_text(doc.get(fields.text))}" for doc in sample],
+            "text": [field_text(doc.get(fields.text)) for doc in sample],
+            "title_text": [
+                f"{field_text(doc.get(fields.title))}\n{field_text(doc.get(fields.text))}" for doc in sample
+            ],
         }
         means: dict[str, float] = {}
         for way, inputs in texts.items():
@@ -198,9 +207,3 @@ class Attachments(IndexLifecycle, Documents, Searches):
                 details={"index": index, "field": fields.vector, "cosine": round(means[best], 4)},
             )
         return {"sample": len(stored), "cosine": round(means[best], 4), "embedded_as": best}
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, list):
-        return "\n".join(str(item) for item in value)
-    return "" if value is None else str(value)
