@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from mcp import Client
 
 from hopsearch.cli.main import main
+from hopsearch.service.access import Caller
 from hopsearch.service.api import create_app
 from hopsearch.service.api.mcp_tools import build_server
 from hopsearch.service.api.state import ApiState
@@ -29,6 +30,7 @@ from tests.callers import as_caller
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for
 from tests.scripted_embeddings import ScriptedEmbeddings
+from tests.scripted_reranker import ScriptedReranker
 from tests.test_permissions_ask import EchoModel
 
 STRATEGIES = ("single", "deeprag", "dualrag", "iterative", "hyde")
@@ -178,6 +180,13 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
                 proxied = await client.post(f"/{sp}/_search", json={"query": {"match_all": {}}})
                 if proxied.status_code != 403 or found(proxied.text):
                     problems.append(f"proxied _search/{name}: {proxied.status_code} {proxied.text[:200]}")
+    scoped = Caller.of(["user:carol@corp.com"], subject="carol", key="wiki-only", indices=(wiki,))
+    transport = httpx.ASGITransport(app=as_caller(api_app, scoped))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=KEYED, timeout=60) as client:
+        outside = await client.post(f"/{sp}/_retrieve", json={"query": QUERY})
+        inside = await client.post(f"/{wiki}/_retrieve", json={"query": QUERY})
+    if (outside.status_code, inside.status_code) != (404, 200) or found(outside.text):
+        problems.append(f"a key scoped to [{wiki}] read [{sp}]: {outside.status_code} {inside.status_code}")
     return problems
 
 
@@ -203,6 +212,12 @@ async def _wiki_modes(client: httpx.AsyncClient, wiki: str, content: str) -> lis
     )
     if [h["_id"] for h in got.json().get("hits", {}).get("hits", [])] != ["w-jaws"]:
         problems.append(f"wiki doc_id filter (the mapped ref field): {got.text[:300]}")
+    query = {"query": "Spielberg film directed", "k": 1}
+    plain = await client.post(f"/{wiki}/_retrieve", json=query)
+    reranked = await client.post(f"/{wiki}/_retrieve", json={**query, "rerank": True})
+    tops = [r.json().get("hits", {}).get("hits", [{}])[0].get("_id") for r in (plain, reranked)]
+    if tops != ["w-jaws", "w-spielberg"]:  # the scripted cross-encoder favours "filmmaker"
+        problems.append(f"wiki rerank: {tops} {reranked.text[:300]}")
     dual = await client.post(f"/{wiki}/_ask", json={"question": "Who directed Lethal Weapon?", "strategy": "dualrag"})
     if dual.status_code != 200 or dual.json().get("error"):
         problems.append(f"wiki dualrag: {dual.status_code} {dual.text[:300]}")
@@ -257,6 +272,7 @@ async def test_every_route_answers_from_attached_indices_and_writes_nothing(es_n
     with (
         ScriptedEmbeddings(dims=DIMS, batch_s=0) as embed,
         server_for("vllm", EchoModel()) as llm,
+        ScriptedReranker(favour="filmmaker") as reranker,
         user_indices(es_node.url, es_node.major, prefix, embed.vector) as client,
     ):
         sp, wiki = f"{prefix}-sharepoint", f"{prefix}-wiki"
@@ -270,6 +286,8 @@ async def test_every_route_answers_from_attached_indices_and_writes_nothing(es_n
             embed_dims=DIMS,
             outline_max_age_s=0,
             api_max_k=50,
+            rerank_url=reranker.base_url,
+            rerank_model="scripted-ce",
         )
         env = _env(es_node.url, settings.index_prefix, embed, llm.base_url)
         try:
