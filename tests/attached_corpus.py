@@ -25,7 +25,10 @@ CONNECTOR_DOCS: dict[str, tuple[str, list[str] | None]] = {
     "sp-bare": ("SP-BARE-MARKER-6", ["staff-42"]),
     "sp-noacl": ("SP-NOACL-MARKER-1", None),
     "sp-empty": ("SP-EMPTY-MARKER-7", []),
+    "sp-long": ("SP-LONG-MARKER-3", ["group:everyone"]),
 }
+#: a whole document, as connectors index them: its hits carry excerpts, not all of it
+LONG_FILLER = " ".join(f"Paragraph {n} of the annual report covers the weather at the coast." for n in range(400))
 CONNECTOR_MARKERS = {marker for marker, _ in CONNECTOR_DOCS.values()}
 #: the words every marked document shares (and the permissions corpus's scripted models search for)
 QUERY = "salary handbook minutes"
@@ -40,14 +43,14 @@ CALLERS: dict[str, Caller] = {
 READABLE: dict[str, set[str]] = {
     "admin": set(CONNECTOR_MARKERS),
     "carol": {"SP-SALARY-MARKER-4"},
-    "staff": {"SP-HANDBOOK-MARKER-2", "SP-ALICE-MARKER-8", "SP-BARE-MARKER-6"},
+    "staff": {"SP-HANDBOOK-MARKER-2", "SP-ALICE-MARKER-8", "SP-BARE-MARKER-6", "SP-LONG-MARKER-3"},
     "public": set(),
 }
 #: the connector documents each caller reads, by id (an id shows in a hit, a citation or a url)
 READABLE_IDS: dict[str, set[str]] = {
     "admin": set(CONNECTOR_DOCS),
     "carol": {"sp-salary"},
-    "staff": {"sp-handbook", "sp-alice", "sp-bare"},
+    "staff": {"sp-handbook", "sp-alice", "sp-bare", "sp-long"},
     "public": set(),
 }
 OTHER_DOCS = [
@@ -103,6 +106,8 @@ def make_connector_index(client: Any, major: int, name: str) -> None:
         }
         if acl is not None:
             source["_allow_access_control"] = acl
+        if doc_id == "sp-long":
+            source["body"] = f"{LONG_FILLER} {source['body']} {LONG_FILLER}"
         actions.append({"_index": name, "_id": doc_id, "_source": source})
     for n, text in enumerate(["Rivers flow into the sea.", "Mountains are tall."]):
         source = {"id": f"f{n}", "title": "Nature", "body": text, "_allow_access_control": ["group:everyone"]}

@@ -25,7 +25,18 @@ from hopsearch.service.api import create_app
 from hopsearch.service.api.mcp_tools import build_server
 from hopsearch.service.api.state import ApiState
 from tests.api_fixtures import API_KEY, api_settings
-from tests.attached_corpus import CALLERS, DIMS, QUERY, READABLE, READABLE_IDS, found, ids_in, snapshot, user_indices
+from tests.attached_corpus import (
+    CALLERS,
+    DIMS,
+    LONG_FILLER,
+    QUERY,
+    READABLE,
+    READABLE_IDS,
+    found,
+    ids_in,
+    snapshot,
+    user_indices,
+)
 from tests.callers import as_caller
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for
@@ -157,6 +168,12 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
             batch = await client.post("/retrieve", json={"queries": [QUERY], "topk": 20, "index": sp})
             if batch.status_code != 200 or found(batch.text) != READABLE[name]:
                 problems.append(f"/retrieve/{name}: {batch.status_code} {sorted(found(batch.text))}")
+            long = [d["contents"] for d in batch.json().get("result", [[]])[0] if d["id"] == "sp-long"]
+            excerpt = bool(long) and "SP-LONG-MARKER-3" in long[0] and len(long[0]) < 2000 < len(LONG_FILLER)
+            if excerpt != ("sp-long" in READABLE_IDS[name]):
+                problems.append(
+                    f"/retrieve/{name}: a long document's hit is no excerpt ({[len(c) for c in long]} characters)"
+                )
             for strategy in STRATEGIES:
                 asked = await client.post(f"/{sp}/_ask", json={"question": QUESTION, "strategy": strategy})
                 trace_id = asked.json().get("trace_id") if asked.status_code == 200 else None

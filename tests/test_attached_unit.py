@@ -20,7 +20,9 @@ from hopsearch.service.attachments import (
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.japanese import ja_query
+from hopsearch.service.retrieval.bodies import excerpt_of
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, plan, scoped
+from hopsearch.service.retrieval.results import EXCERPT_LIMIT, hits_of
 from hopsearch.service.types import RetrievalQuery
 
 CONNECTOR = Attachment("sharepoint", field_map("elastic-connector"), identities="elastic-connector")
@@ -159,3 +161,19 @@ def test_bodies_use_the_field_map_and_our_own_stay_as_they_were() -> None:
     assert own.searches[1][1]["knn"]["field"] == "embedding" and own.searches[1][1]["_source"] == {
         "excludes": ["embedding"]
     }
+
+
+def test_hits_of_an_attached_index_carry_excerpts_of_whole_documents() -> None:
+    fields = FieldMap(title="headline", text="content", vector="vec", acl=None, lang=None, url=None, id=None)
+    whole = " ".join(f"word{n}" for n in range(2000))
+    raw = {"_id": "d1", "_score": 2.0, "_source": {"headline": ["A", "B"], "content": whole, "vec": [0.1, 0.2]}}
+    found = {"hits": {"hits": [raw, {**raw, "_id": "d2", "highlight": {"content": ["word7 word8", "word99"]}}]}}
+    opening, excerpts = hits_of(found, fields)
+    assert opening.title == "A\nB" and "vec" not in opening.source and opening.source["content"] == whole
+    assert (
+        opening.text.startswith("word0 word1")
+        and opening.text.endswith(" …")
+        and len(opening.text) <= EXCERPT_LIMIT + 2
+    )
+    assert excerpts.text == "word7 word8 … word99"
+    assert excerpt_of("content")["fields"]["content"]["number_of_fragments"] == 3

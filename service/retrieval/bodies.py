@@ -60,14 +60,31 @@ def bm25_body(
     source: Source = SOURCE_EXCLUDES,
     ja: JaQuery = None,
     searched: Sequence[str] = SEARCHED,
+    excerpt: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``excerpt``: a text field whose best passages come back with each hit (:func:`excerpt_of`)."""
+    body = {
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
         "query": {"bool": {"must": [_match(query, ja, searched=searched)], "filter": filters_of(query)}},
         "_source": source,
     }
+    if excerpt is not None:
+        body["highlight"] = excerpt_of(excerpt)
+    return body
+
+
+#: An excerpt of a long document (an attached index holds whole documents: a connector's ``body``): its
+#: best passages by the query, at most this many of about this many characters, in document order.
+EXCERPT_FRAGMENTS = 3
+EXCERPT_CHARS = 400
+
+
+def excerpt_of(field: str) -> dict[str, Any]:
+    """The ``highlight`` that gives a hit's excerpt of ``field``, without tags (plain text for a prompt)."""
+    spec = {"fragment_size": EXCERPT_CHARS, "number_of_fragments": EXCERPT_FRAGMENTS, "no_match_size": EXCERPT_CHARS}
+    return {"pre_tags": [""], "post_tags": [""], "fields": {field: spec}}
 
 
 def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int, field: str = VECTOR) -> dict[str, Any]:

@@ -112,12 +112,14 @@ class EsRetriever:
         scope = facts.bind(scope)
         flat = renamed(flat, facts.fields)
         queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
-        searched = facts.fields.searched
+        searched, excerpt = facts.fields.searched, facts.excerpt
         responses = await self.store.msearch(
             [
                 (
                     scope.index,
-                    bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta), searched=searched),
+                    bm25_body(
+                        q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta), searched=searched, excerpt=excerpt
+                    ),
                 )
                 for q in queries
             ]

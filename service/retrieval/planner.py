@@ -56,6 +56,11 @@ class IndexFacts:
         return self.fields.vector or "embedding"
 
     @property
+    def excerpt(self) -> str | None:
+        """The field whose excerpts BM25 hits carry: an attached index's text (whole documents), else none."""
+        return self.fields.text if self.attachment is not None else None
+
+    @property
     def embedder(self) -> str | None:
         value = self.meta.get("embedder")
         return str(value) if value is not None else None
@@ -193,19 +198,20 @@ def _bodies(
     facts: IndexFacts,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
-    searched, field = facts.fields.searched, facts.vector
+    searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
     if query.mode == "bm25":
-        return [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched))]
+        return [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
     assert vector is not None, "a dense or hybrid query is planned with its vector"
     if method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
-        return [("bm25", bm25_body(query, max(size, candidates), source=True, ja=ja, searched=searched))]
+        wide = max(size, candidates)
+        return [("bm25", bm25_body(query, wide, source=True, ja=ja, searched=searched, excerpt=excerpt))]
     if fusion in ("bool", "es_rrf"):
         out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja, searched=searched, field=field))]
         if query.legs:
             out += [
-                ("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched)),
+                ("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt)),
                 ("dense", dense_body(method, query, vector, size, field)),
             ]
         return out
-    bm25 = [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched))]
+    bm25 = [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
     return [*(bm25 if query.mode == "hybrid" else []), ("dense", dense_body(method, query, vector, size, field))]

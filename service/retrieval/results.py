@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 from hopsearch.service.attachments import HOPSEARCH_FIELDS, FieldMap, field_text
 from hopsearch.service.errors import StoreError
 from hopsearch.service.fusion import refused, rrf, with_score
+from hopsearch.service.retrieval.bodies import EXCERPT_CHARS, EXCERPT_FRAGMENTS
 from hopsearch.service.retrieval.planner import QueryPlan
 from hopsearch.service.types import DenseMethod, Hit, SearchResult, make_hit
 
@@ -25,14 +26,24 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
+#: The most characters of an attached document's text a hit carries (its excerpts, else its opening).
+EXCERPT_LIMIT = EXCERPT_FRAGMENTS * (EXCERPT_CHARS + 100)
+
+
 def _mapped_hits(found: Mapping[str, Any], fields: FieldMap) -> list[Hit]:
-    """The hits of an attached index: title and text from its mapped fields, the vector left out."""
+    """The hits of an attached index: the title from its mapped field, the text its excerpts (the best
+    passages by the query, :func:`~.bodies.excerpt_of`) or else the mapped field's opening, the vector left
+    out of the source (which keeps the whole document)."""
     out: list[Hit] = []
     for raw in found["hits"]:
         source = raw.get("_source") or {}
         if fields.vector and fields.vector in source:
             source = {key: value for key, value in source.items() if key != fields.vector}
-        title, text = field_text(source.get(fields.title)), field_text(source.get(fields.text))
+        title = field_text(source.get(fields.title))
+        excerpts = (raw.get("highlight") or {}).get(fields.text)
+        text = " … ".join(excerpts) if excerpts else field_text(source.get(fields.text))
+        if len(text) > EXCERPT_LIMIT:  # a whole document found by its vector: its opening
+            text = text[:EXCERPT_LIMIT].rsplit(" ", 1)[0] + " …"
         out.append(make_hit(raw["_id"], raw.get("_score") or 0.0, title, text, source))
     return out
 
