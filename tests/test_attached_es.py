@@ -186,6 +186,17 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
                     problems.append(f"_ask/{strategy}/{name}: leaked {sorted(seen)} {sorted(named)}")
                 if name == "admin" and not named - READABLE_IDS["staff"]:  # what only admins and carol read
                     problems.append(f"_ask/{strategy}/admin: no restricted document cited {sorted(named)}")
+            streamed = await client.post(
+                f"/{sp}/_ask", json={"question": QUESTION, "strategy": "dualrag", "stream": True}
+            )
+            if (
+                streamed.status_code != 200
+                or "event: answer" not in streamed.text
+                or not found(streamed.text) <= READABLE[name]
+            ):
+                problems.append(f"_ask stream/{name}: {streamed.status_code} {sorted(found(streamed.text))}")
+            if not ids_in(streamed.text) <= READABLE_IDS[name]:
+                problems.append(f"_ask stream/{name}: names {sorted(ids_in(streamed.text))}")
             wiki_hits = await client.post(f"/{wiki}/_retrieve", json={"query": "Richard Donner", "k": 10})
             count = len(wiki_hits.json()["hits"]["hits"]) if wiki_hits.status_code == 200 else -1
             if count != (2 if name == "admin" else 0):  # no ACL field: private, admins only
@@ -220,6 +231,12 @@ async def _wiki_modes(client: httpx.AsyncClient, wiki: str, content: str) -> lis
         source = hits[0]["_source"]
         if "vec" in source or source.get("headline") != "Richard Donner" or body.get("mode") not in (None, mode):
             problems.append(f"wiki {mode}: {source} {body.get('mode')}")
+    for fusion in ("bool", "es_rrf"):  # where the server cannot, client-side RRF, said so
+        body = {"query": content, "k": 2, "mode": "hybrid", "fusion": fusion}
+        got = await client.post(f"/{wiki}/_retrieve", json=body)
+        hits = got.json().get("hits", {}).get("hits", [])
+        if got.status_code != 200 or not hits or hits[0]["_id"] != "w-donner" or "vec" in hits[0]["_source"]:
+            problems.append(f"wiki hybrid {fusion}: {got.status_code} {got.text[:300]}")
     filters = [{"term": {"metadata.author.name": "Editor"}}, {"term": {"metadata.team": "people"}}]
     got = await client.post(f"/{wiki}/_retrieve", json={"query": "Donner Spielberg film", "k": 10, "filters": filters})
     if sorted(h["_id"] for h in got.json().get("hits", {}).get("hits", [])) != ["w-donner", "w-spielberg"]:
