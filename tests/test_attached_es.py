@@ -142,6 +142,15 @@ def test_attach_checks_fields_types_dimensions_and_vectors(es_node: EsNode, tmp_
             assert "attached indices" in table and sp in table and "_allow_access_control" in table
             loaded = _cli({**env, "HOPSEARCH_EMBEDDER": "none"}, "index", "jsonl", str(rows_file), "--index", sp)
             assert loaded.exit_code != 0 and "never writes to it" in loaded.output, loaded.output
+            # an alias over the connector index attaches as an index does (its indices' fields checked)
+            client.indices.put_alias(index=sp, name=f"{prefix}-alias")
+            aliased = _cli(env, "indices", "attach", f"{prefix}-alias", "--layout", "elastic-connector")
+            assert aliased.exit_code == 0, aliased.output
+            searched = _cli(
+                {**env, "HOPSEARCH_EMBEDDER": "none"}, "search", QUERY, "--index", f"{prefix}-alias", "-k", "20"
+            )
+            assert searched.exit_code == 0 and "sp-noacl" in searched.output, searched.output
+            client.indices.delete_alias(index=sp, name=f"{prefix}-alias")
             assert _cli(env, "indices", "detach", wiki).exit_code == 0
             gone = _cli(env, "indices", "detach", wiki)
             assert gone.exit_code != 0 and "is not attached" in gone.output
