@@ -121,8 +121,13 @@ def access_clause(caller: Caller, acl_default: AclDefault = "private", rule: Acl
     named: dict[str, Any]
     if rule.identities == "elastic-connector":
         values = connector_values(names)
-        # connectors keep values as the source system spells them (``email:Alice@Corp.com``)
-        should = [{"term": {rule.field: {"value": value, "case_insensitive": True}}} for value in values]
+        # connectors keep e-mail addresses as the source system spells them (``email:Alice@Corp.com``): those
+        # are compared case-insensitively (an automaton per value: ~4x the cost of ``terms``, so ids are not)
+        emails = [v for v in values if v.startswith("email:")]
+        exact = [v for v in values if not v.startswith("email:")]
+        should: list[dict[str, Any]] = [{"term": {rule.field: {"value": v, "case_insensitive": True}}} for v in emails]
+        if exact:
+            should.append({"terms": {rule.field: exact}})
         named = {"bool": {"should": should, "minimum_should_match": 1}} if should else NOTHING
     else:
         named = {"terms": {rule.field: names}}

@@ -55,9 +55,9 @@ def test_connector_values_invert_the_mapping() -> None:
 
 def test_the_access_clause_over_a_connector_field() -> None:
     clause = access_clause(CAROL, "private", CONNECTOR.acl)
-    terms = [c["term"]["_allow_access_control"] for c in clause["bool"]["should"]]
-    assert all(t["case_insensitive"] for t in terms)
-    assert {t["value"] for t in terms} == set(values_of(CAROL.principals))
+    email, ids = clause["bool"]["should"]
+    assert email == {"term": {"_allow_access_control": {"value": "email:carol@corp.com", "case_insensitive": True}}}
+    assert {"email:carol@corp.com", *ids["terms"]["_allow_access_control"]} == set(values_of(CAROL.principals))
     assert access_clause(Caller.of(["public"]), "private", CONNECTOR.acl) == NOTHING
     public = access_clause(CAROL, "public", CONNECTOR.acl)
     assert public["bool"]["should"][1] == {"bool": {"must_not": [{"exists": {"field": "_allow_access_control"}}]}}
