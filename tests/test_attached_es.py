@@ -187,7 +187,10 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
                 asked = await client.post(f"/{sp}/_ask", json={"question": QUESTION, "strategy": strategy})
                 trace_id = asked.json().get("trace_id") if asked.status_code == 200 else None
                 trace = await client.get(f"/_traces/{trace_id}") if trace_id else None
-                text = asked.text + (trace.text if trace is not None else "")
+                page = await client.get(f"/_ui/traces/{trace_id}") if trace_id else None  # the viewer's titles
+                if page is None or page.status_code != 200 or "<html" not in page.text.lower():
+                    problems.append(f"viewer/{strategy}/{name}: {page.status_code if page else None}")
+                text = asked.text + (trace.text if trace is not None else "") + (page.text if page is not None else "")
                 seen, named = found(text), ids_in(text)
                 if asked.status_code != 200 or asked.json().get("error") or trace is None or trace.status_code != 200:
                     problems.append(f"_ask/{strategy}/{name}: {asked.status_code} {asked.text[:300]}")
@@ -264,6 +267,10 @@ async def _wiki_modes(client: httpx.AsyncClient, wiki: str, content: str) -> lis
     dual = await client.post(f"/{wiki}/_ask", json={"question": "Who directed Lethal Weapon?", "strategy": "dualrag"})
     if dual.status_code != 200 or dual.json().get("error"):
         problems.append(f"wiki dualrag: {dual.status_code} {dual.text[:300]}")
+    else:  # the viewer names passages by the index's own title field (headline)
+        page = await client.get(f"/_ui/traces/{dual.json()['trace_id']}")
+        if page.status_code != 200 or "Lethal Weapon" not in page.text:
+            problems.append(f"wiki viewer: {page.status_code} {page.text[:300]}")
     return problems
 
 

@@ -8,15 +8,8 @@ import pytest
 
 from hopsearch.service.access import NOTHING, AclRule, Caller, Scope, access_clause, connector_principal
 from hopsearch.service.access import connector_values as values_of
-from hopsearch.service.attachments import (
-    HOPSEARCH_FIELDS,
-    Attachment,
-    FieldMap,
-    check_fields,
-    field_map,
-    mapped_fields,
-    vector_mode,
-)
+from hopsearch.service.attachment_checks import check_fields, mapped_fields, vector_mode
+from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap, field_map
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.japanese import ja_query

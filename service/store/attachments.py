@@ -15,14 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachments import (
-    Attachment,
-    check_fields,
-    field_text,
-    mapped_fields,
-    vector_mapping,
-    vector_mode,
-)
+from hopsearch.service.attachment_checks import check_fields, mapped_fields, vector_mapping, vector_mode
+from hopsearch.service.attachments import Attachment, field_text
 from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store.documents import Documents
