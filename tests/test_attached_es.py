@@ -126,7 +126,10 @@ def test_attach_checks_fields_types_dimensions_and_vectors(es_node: EsNode, tmp_
                 *("--vector-field", "vec", "--embedder", "openai"),
             )
             assert wider.exit_code != 0 and str(DIMS) in wider.output and str(DIMS * 2) in wider.output
+            pattern = _cli(env, "indices", "attach", f"{prefix}-*", "--layout", "elastic-connector")
+            assert pattern.exit_code != 0 and "by its exact name" in pattern.output
             ours = _cli(env, "indices", "attach", f"{own}-passages", "--layout", "elastic-connector")
+
             assert ours.exit_code != 0 and "hopsearch's own index" in ours.output
             assert "no indices under" in _cli(env, "indices", "list").output  # nothing attached yet
             connector, other = _attach_both(env, sp, wiki)

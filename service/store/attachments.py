@@ -126,6 +126,11 @@ class Attachments(IndexLifecycle, Documents, Searches):
         index = attachment.index
         if index == self.settings.passages_alias or index.startswith(f"{self.settings.index_prefix}-"):
             raise ConfigError(f"[{index}] is hopsearch's own index: it needs no attaching", details={"index": index})
+        if any(c in index for c in "*?,") or index.startswith(("-", "_", ".")):
+            raise ConfigError(
+                f"[{index}]: attach one index or alias by its exact name (no wildcards, lists or hidden names)",
+                details={"index": index},
+            )
         if not await self.exists(index):
             raise IndexMissing(f"no such index or alias [{index}] to attach", details={"index": index})
         mapped = await self.mapping_fields(index)
