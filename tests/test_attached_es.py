@@ -143,6 +143,8 @@ def test_attach_checks_fields_types_dimensions_and_vectors(es_node: EsNode, tmp_
             assert set(rows) == {sp, wiki} and rows[sp]["documents"] == before[sp]["count"]
             table = _cli(env, "indices", "list").output
             assert "attached indices" in table and sp in table and "_allow_access_control" in table
+            upgraded = _cli(env, "indices", "upgrade", sp, "--acl", "public")
+            assert upgraded.exit_code != 0 and "never writes to it" in upgraded.output, upgraded.output
             loaded = _cli({**env, "HOPSEARCH_EMBEDDER": "none"}, "index", "jsonl", str(rows_file), "--index", sp)
             assert loaded.exit_code != 0 and "never writes to it" in loaded.output, loaded.output
             # an alias over the connector index attaches as an index does (its indices' fields checked)
