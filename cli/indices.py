@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from hopsearch.cli.attach import attach, detach
 from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
 from hopsearch.service.embedders import make_embedder
@@ -62,13 +63,18 @@ def indices() -> None:
 def list_indices(as_json: bool) -> None:
     """Indices under the prefix: aliases, documents, size, embedder and analyzer (from _meta)."""
     settings = load_settings()
-    rows = _with_store(settings, lambda store: store.prefix_indices())
+
+    async def work(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return await store.prefix_indices(), await _attached_rows(store)
+
+    rows, attached = _with_store(settings, work)
     if as_json:
         for row in rows:
             if note := schema_note(row["index"], row["meta"], settings.acl_default):
                 row["note"] = note
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows + attached, indent=2))
         return
+    _print_attached(attached)
     if not rows:
         click.echo(f"no indices under {settings.index_prefix}-")
         return
@@ -94,6 +100,40 @@ def list_indices(as_json: bool) -> None:
     Console(width=160).print(table)
     for note in notes:
         click.echo(f"note: {note}")
+
+
+async def _attached_rows(store: Store) -> list[dict[str, Any]]:
+    """One row per attached index: its name, documents (where it still exists) and its attachment."""
+    rows = []
+    for attachment in await store.attachments():
+        try:
+            documents: int | None = await store.count(attachment.index)
+        except HopsearchError:
+            documents = None
+        rows.append({"index": attachment.index, "documents": documents, "attached": attachment.to_doc()})
+    return rows
+
+
+def _print_attached(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    table = Table(title="attached indices (read only: hopsearch never writes to them)")
+    for column in ("index", "documents", "title", "text", "vector", "embedder", "acl", "attached"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        att = row["attached"]
+        fields = att["fields"]
+        table.add_row(
+            row["index"],
+            f"{row['documents']:,}" if isinstance(row["documents"], int) else "missing",
+            fields["title"],
+            ", ".join([fields["text"], *fields.get("also", [])]),
+            fields.get("vector") or "",
+            att.get("embedder") or "",
+            f"{fields['acl']} ({att['identities']})" if fields.get("acl") else "none (admins only)",
+            str(att.get("attached_at") or "")[:19],
+        )
+    Console(width=160).print(table)
 
 
 @indices.command("delete")
@@ -160,6 +200,10 @@ def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> No
         moved = f"schema {row['from']} → {row['to']}" if row["from"] < row["to"] else f"already schema {row['to']}"
         given = f"; {row['acl_given']:,} passages given acl {', '.join(acl)}" if "acl_given" in row else ""
         click.echo(f"{row['index']}: {moved}{given}")
+
+
+indices.add_command(attach)
+indices.add_command(detach)
 
 
 @click.group("loads")

@@ -39,7 +39,15 @@ async def open_target(
     store: Store, embedder: Embedder | None, *, rebuild: bool, previous: Checkpoint | None, named: str | None = None
 ) -> tuple[str, bool]:
     """``(index, swap_alias_when_done)``; refuses vectors of another embedder than the index's. ``named``:
-    an index or alias of the caller's choosing instead of the default alias (created if missing)."""
+    an index or alias of the caller's choosing instead of the default alias (created if missing). An
+    attached index is refused: hopsearch never writes to one (nor to its mapping)."""
+    for name in (previous.index if previous is not None else None, named):
+        if name is not None and await store.attachment(name) is not None:
+            raise ConfigError(
+                f"[{name}] is an attached index: hopsearch reads it and never writes to it; load into "
+                "another index (--index), or into hopsearch's passages alias",
+                details={"index": name},
+            )
     if previous is not None:
         if not await store.exists(previous.index):
             raise ConfigError(

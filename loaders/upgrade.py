@@ -45,6 +45,10 @@ async def upgrade_index(
     """Upgrade ``name`` (an index, or the indices behind an alias) in place; with ``acl``, give the passages
     without one these principals. Returns what was done, per index."""
     principals = document_acl(acl) if acl else None
+    if await store.attachment(name) is not None:
+        raise ConfigError(
+            f"[{name}] is an attached index: hopsearch reads it and never writes to it", details={"index": name}
+        )
     done = await store.upgrade_in_place(name)
     rows: list[dict[str, Any]] = []
     for index, before in done:

@@ -24,6 +24,9 @@ ScorePolicy = Literal["scores", "ranks"]
 PUBLIC = "public"
 #: The one ``acl`` value that is no principal: admins only, whatever ``acl_default`` says.
 PRIVATE = "private"
+#: How the values of an index's ACL field name principals: ``hopsearch`` (``user:…``, ``group:…``,
+#: ``public``) or ``elastic-connector`` (:func:`connector_values`).
+Identities = Literal["hopsearch", "elastic-connector"]
 
 
 def principal(name: str) -> str:
@@ -71,6 +74,15 @@ ADMIN = Caller(admin=True)
 
 
 @dataclass(frozen=True, slots=True)
+class AclRule:
+    """Where an index holds the readers of each document (``field``; None: nowhere, every document is
+    private to admins) and how its values name principals (``identities``). hopsearch's passages: ``acl``."""
+
+    field: str | None = "acl"
+    identities: Identities = "hopsearch"
+
+
+@dataclass(frozen=True, slots=True)
 class Scope:
     """What one request reads: the passages ``index`` (an index or alias), the request's validated filter
     clauses (:func:`~hopsearch.service.filters.parse_filters`) and who asks."""
@@ -81,27 +93,78 @@ class Scope:
     #: How passages without ``acl`` read, and what non-admins get as scores (from the settings).
     acl_default: AclDefault = "private"
     scores: ScorePolicy = "scores"
+    #: Where the index holds its readers (an attached index's mapped ACL field and identities).
+    acl: AclRule = AclRule()
 
     def access(self) -> tuple[Mapping[str, Any], ...]:
         """The caller's access filter (none for an admin): in every body that reads or counts passages."""
-        return () if self.caller.admin else (access_clause(self.caller, self.acl_default),)
+        return () if self.caller.admin else (access_clause(self.caller, self.acl_default, self.acl),)
 
     def clauses(self) -> tuple[Mapping[str, Any], ...]:
         """The filter clauses every passages search of this scope carries: the request's and the access filter."""
         return (*self.filters, *self.access())
 
 
-def access_clause(caller: Caller, acl_default: AclDefault = "private") -> dict[str, Any]:
-    """The passages ``caller`` may read: those whose ``acl`` names one of its principals or ``public``, and,
-    where ``acl_default`` is ``public``, those without ``acl`` (made before permissions, or loaded without).
-    An index without an ``acl`` field at all reads the same way: ``terms`` on an unmapped field matches
-    nothing, ``exists`` on it nothing either."""
+#: A clause that matches no document (what a non-admin reads of an index without readers).
+NOTHING: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
+
+
+def access_clause(caller: Caller, acl_default: AclDefault = "private", rule: AclRule = AclRule()) -> dict[str, Any]:
+    """The passages ``caller`` may read: those whose ACL field (``rule``; hopsearch's ``acl``) names one of
+    its principals or ``public``, and, where ``acl_default`` is ``public``, those without one (made before
+    permissions, or loaded without). An index without that field at all reads the same way: ``terms`` on an
+    unmapped field matches nothing, ``exists`` on it nothing either; where ``rule`` names no field, nothing."""
+    if rule.field is None:
+        return NOTHING
     # ``private`` is no principal: a caller said to have it still does not read admins' passages
-    named: dict[str, Any] = {"terms": {"acl": sorted((caller.principals - {PRIVATE}) | {PUBLIC})}}
+    names = sorted((caller.principals - {PRIVATE}) | {PUBLIC})
+    named: dict[str, Any]
+    if rule.identities == "elastic-connector":
+        values = connector_values(names)
+        # connectors keep e-mail addresses as the source system spells them (``email:Alice@Corp.com``): those
+        # are compared case-insensitively (an automaton per value: ~4x the cost of ``terms``, so ids are not)
+        emails = [v for v in values if v.startswith("email:")]
+        exact = [v for v in values if not v.startswith("email:")]
+        should: list[dict[str, Any]] = [{"term": {rule.field: {"value": v, "case_insensitive": True}}} for v in emails]
+        if exact:
+            should.append({"terms": {rule.field: exact}})
+        named = {"bool": {"should": should, "minimum_should_match": 1}} if should else NOTHING
+    else:
+        named = {"terms": {rule.field: names}}
     if acl_default == "private":
         return named
-    unset = {"bool": {"must_not": [{"exists": {"field": "acl"}}]}}
+    unset = {"bool": {"must_not": [{"exists": {"field": rule.field}}]}}
     return {"bool": {"should": [named, unset], "minimum_should_match": 1}}
+
+
+#: Elastic connectors' prefixes of ``_allow_access_control`` values, by the principal kind they name.
+CONNECTOR_PREFIXES = {"user": ("email:", "user_id:", "user:", "account_id:"), "group": ("group:", "group_id:", "role:")}
+
+
+def connector_principal(value: str) -> str:
+    """The principal an Elastic connector's ``_allow_access_control`` value names: ``email:x``,
+    ``user_id:x``, ``user:x``, ``account_id:x`` → ``user:x``; ``group:x``, ``group_id:x``, ``role:x`` →
+    ``group:x``; a bare value (a group id, as several connectors write them) → ``group:<value>``."""
+    spelt = principal(value)
+    for kind, prefixes in CONNECTOR_PREFIXES.items():
+        for prefix in prefixes:
+            if spelt.startswith(prefix) and len(spelt) > len(prefix):
+                return f"{kind}:{spelt[len(prefix) :]}"
+    return f"group:{spelt}"
+
+
+def connector_values(principals: Iterable[str]) -> list[str]:
+    """The ``_allow_access_control`` values that name these principals (:func:`connector_principal`,
+    inverted): every prefix of their kind, and a group's bare id. ``public`` names none."""
+    values: set[str] = set()
+    for name in principals:
+        kind, sep, rest = name.partition(":")
+        if not sep or not rest or kind not in CONNECTOR_PREFIXES:
+            continue
+        values.update(f"{prefix}{rest}" for prefix in CONNECTOR_PREFIXES[kind])
+        if kind == "group" and not any(rest.startswith(p) for ps in CONNECTOR_PREFIXES.values() for p in ps):
+            values.add(rest)
+    return sorted(values)
 
 
 _KINDS = ("user", "group")

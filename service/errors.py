@@ -8,6 +8,7 @@
     │   ├── IndexMissing              the index or alias does not exist
 │   ├── VersionConflict           409: a concurrent writer changed the document first (optimistic concurrency)
     │   └── EmbedderMismatch          vectors from another embedder than the index ``_meta`` names
+    │       └── NoVectors             a dense search over an index that holds no vectors (BM25 only)
     ├── NodeError                     starting or stopping a local Elasticsearch / LLM server failed
     ├── EmbedderError                 the embedding model failed
     │   └── RerankError               the reranker failed (unreachable, error status, wrong shape)
@@ -108,6 +109,10 @@ class VersionConflict(StoreError):
 class EmbedderMismatch(StoreError):
     error_type = "illegal_argument_exception"
     status = 400
+
+
+class NoVectors(EmbedderMismatch):
+    """A dense or hybrid search over an index without vectors (an attached BM25-only index among them)."""
 
 
 class NodeError(HopsearchError):

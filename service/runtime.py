@@ -86,10 +86,10 @@ class Runtime:
         if mode == "bm25" or self.embedder is None:
             return "bm25"
         try:
-            meta = await self.store.index_meta(index or self.settings.passages_alias)
+            facts = await self.retriever.facts(index or self.settings.passages_alias)
         except IndexMissing:
             return "bm25"
-        return mode if self.retriever.embedder_for(meta.get("embedder")) is not None else "bm25"
+        return mode if self.retriever.embedder_for(facts.embedder) is not None else "bm25"
 
     def strategy(self, name: str) -> Strategy:
         """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime; it serves any

@@ -517,6 +517,11 @@ class Settings(BaseSettings):
     def keys_index(self) -> str:
         return f"{self.index_prefix}-keys"
 
+    @property
+    def attached_index(self) -> str:
+        """Where the field maps of attached indices are kept (issue 30: indices users already have)."""
+        return f"{self.index_prefix}-attached"
+
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings (environment, optional TOML file) with explicit overrides on top. Names that

@@ -102,7 +102,7 @@ async def ask(
         body.question,
         caller=caller_of(request.scope),
         strategy=body.strategy,
-        index=state.index_name(index),
+        index=await state.index_name(index, caller_of(request.scope)),
         filters=opts.filters,
         k=opts.k,
         retrieval_mode=opts.retrieval_mode,

@@ -94,7 +94,7 @@ def build_server(state: ApiState) -> MCPServer:
             runtime,
             [Query(query, k=k, mode=mode)],
             caller=caller,
-            index=state.index_name(index) if index else None,
+            index=await state.index_name(index, caller) if index else None,
             filters=filters,
             fields=MCP_SEARCH,
         )
@@ -121,7 +121,7 @@ def build_server(state: ApiState) -> MCPServer:
             question,
             caller=caller,
             strategy=strategy,
-            index=state.index_name(index) if index else None,
+            index=await state.index_name(index, caller) if index else None,
             filters=filters,
             k=k,
             retrieval_mode=retrieval_mode,

@@ -127,7 +127,12 @@ async def run_retrieve(state: ApiState, caller: Caller, index: str, body: Retrie
     runtime = await state.runtime()
     query = requests.Query(body.query, body.k, body.mode, body.fusion, body.weights, body.legs, body.rerank)
     search = usecases.search_request(
-        runtime, [query], caller=caller, index=state.index_name(index), filters=body.filters, fields=HTTP_SEARCH
+        runtime,
+        [query],
+        caller=caller,
+        index=await state.index_name(index, caller),
+        filters=body.filters,
+        fields=HTTP_SEARCH,
     )
     [result] = await usecases.search(runtime, search)
     state.metrics.retrieval(result.mode)

@@ -4,7 +4,8 @@ Request ``{"queries": [...], "topk": k, "return_scores": true}``; answer ``{"res
 list per query, in order. Each item is ``{"document": {"id", "contents"}, "score"}``, or the document
 alone when ``return_scores`` is false (as Search-R1's own server answers). ``contents`` is the title in
 double quotes, a newline, then the text: the layout of Search-R1's wiki corpus, which its clients split
-on the first newline. The whole batch is ONE ``_msearch`` on the passages alias.
+on the first newline. The whole batch is ONE ``_msearch`` on the passages alias (or the ``index`` the request
+names: a version, an attached index).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class SearchR1Request(_Request):
     topk: int | None = Field(None, ge=1, le=MAX_K, description="Passages per query (default `retrieve_topk`).")
     return_scores: bool = Field(False, description="Wrap each document as `{document, score}`.")
     mode: RetrievalMode | None = Field(None, description="bm25, dense or hybrid (default `retrieve_mode`).")
+    index: str | None = Field(
+        None, max_length=255, description="The passages alias (default), one of its versions, or an attached index."
+    )
 
 
 class SearchR1Document(BaseModel):
@@ -69,7 +73,9 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     mode = body.mode or settings.retrieve_mode
     runtime = await state.runtime()
     queries = [Query(text, k=topk, mode=mode) for text in body.queries]
-    search = usecases.search_request(runtime, queries, caller=caller_of(request.scope), fields=SEARCH_R1)
+    caller = caller_of(request.scope)
+    index = await state.index_name(body.index, caller) if body.index else None
+    search = usecases.search_request(runtime, queries, caller=caller, index=index, fields=SEARCH_R1)
     results = await usecases.search(runtime, search)
     for result in results:
         state.metrics.retrieval(result.mode)

@@ -83,12 +83,19 @@ class ApiState:
             self._key_store = KeyStore.of((await self.runtime()).store)
         return self._key_store
 
-    def index_name(self, name: str) -> str:
-        """The passages index a URL names: the alias, or one of its versions; else 404."""
+    async def index_name(self, name: str, caller: Caller = ADMIN) -> str:
+        """The passages index a URL names: the alias, one of its versions, or an attached index the
+        caller's key covers (its index patterns: :meth:`Caller.may_use`); else 404."""
         if name == "passages":
             return self.settings.passages_alias
-        if not self._names.match(name):
-            raise IndexMissing(f"no such index [{name}]", details={"index": name})
+        if self._names.match(name):
+            return name
+        missing = IndexMissing(f"no such index [{name}]", details={"index": name})
+        if name.startswith(f"{self.settings.index_prefix}-") or not caller.may_use(name):
+            raise missing  # hopsearch's other indices are not passages; an index out of the key's scope is none
+        runtime = await self.runtime()
+        if await runtime.store.attachment(name) is None:
+            raise missing
         return name
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:

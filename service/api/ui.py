@@ -21,6 +21,7 @@ from hopsearch.service import trace_reads
 from hopsearch.service.access import Scope
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.api.state import caller_of
+from hopsearch.service.attachments import field_text
 from hopsearch.service.errors import NotFound
 from hopsearch.service.retrieval.readers import passages_by_id
 
@@ -127,8 +128,10 @@ async def trace_page(request: Request, trace_id: Annotated[str, Path(min_length=
     # titles of the passages the viewer may read now (ACLs may have changed since the question)
     index = str((doc.get("scope") or {}).get("index") or settings.passages_alias)
     scope = Scope(index, caller, acl_default=settings.acl_default)
-    found = await passages_by_id(runtime.store, scope, passage_ids(doc), ["title"])
-    titles = {pid: str(source.get("title", "")) for pid, source in found.items()}
+    attachment = await runtime.store.attachment(index)  # an attached index names its own title field
+    title = attachment.fields.title if attachment is not None else "title"
+    found = await passages_by_id(runtime.store, scope, passage_ids(doc), [title])
+    titles = {pid: field_text(source.get(title, "")) for pid, source in found.items()}
     for citation in doc.get("citations") or []:
         titles.setdefault(str(citation.get("id")), str(citation.get("title", "")))
     return HTMLResponse(render_trace(doc, titles, f"/_traces/{trace_id}"))

@@ -19,11 +19,22 @@ from hopsearch.service.types import Fusion, RetrievalQuery
 
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
 Source = bool | Mapping[str, Any]
+#: The fields BM25 searches in hopsearch's passages (an attached index's are its field map's).
+SEARCHED = ("title", "text")
+#: hopsearch's vector field (an attached index's is its field map's).
+VECTOR = "embedding"
+
+
+def source_excludes(vector: str) -> Mapping[str, Any]:
+    """``_source`` without the vector field ``vector``."""
+    return SOURCE_EXCLUDES if vector == VECTOR else {"excludes": [vector]}
+
+
 #: A Japanese query's text and fields (:func:`~hopsearch.service.japanese.ja_query`), or None.
 JaQuery = tuple[str, Sequence[str]] | None
 
 
-def match_clause(text: str, boost: float = 1.0, fields: Sequence[str] = ("title", "text")) -> dict[str, Any]:
+def match_clause(text: str, boost: float = 1.0, fields: Sequence[str] = SEARCHED) -> dict[str, Any]:
     match: dict[str, Any] = {"query": text, "fields": list(fields), "type": "best_fields", "tie_breaker": 0.5}
     if boost != 1.0:
         match["boost"] = boost
@@ -34,29 +45,53 @@ def filters_of(query: RetrievalQuery) -> list[dict[str, Any]]:
     return [dict(f) for f in query.filters]
 
 
-def _match(query: RetrievalQuery, ja: JaQuery, boost: float = 1.0) -> dict[str, Any]:
-    """The BM25 clause; ``ja`` searches a Japanese query's own fields."""
-    text, fields = ja if ja is not None else (query.text, ("title", "text"))
+def _match(
+    query: RetrievalQuery, ja: JaQuery, boost: float = 1.0, searched: Sequence[str] = SEARCHED
+) -> dict[str, Any]:
+    """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields."""
+    text, fields = ja if ja is not None else (query.text, searched)
     return match_clause(text, boost, fields)
 
 
 def bm25_body(
-    query: RetrievalQuery, size: int, *, source: Source = SOURCE_EXCLUDES, ja: JaQuery = None
+    query: RetrievalQuery,
+    size: int,
+    *,
+    source: Source = SOURCE_EXCLUDES,
+    ja: JaQuery = None,
+    searched: Sequence[str] = SEARCHED,
+    excerpt: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``excerpt``: a text field whose best passages come back with each hit (:func:`excerpt_of`)."""
+    body = {
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
-        "query": {"bool": {"must": [_match(query, ja)], "filter": filters_of(query)}},
+        "query": {"bool": {"must": [_match(query, ja, searched=searched)], "filter": filters_of(query)}},
         "_source": source,
     }
+    if excerpt is not None:
+        body["highlight"] = excerpt_of(excerpt)
+    return body
 
 
-def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int) -> dict[str, Any]:
-    """The kNN search of a query (top-level ``knn``, ``knn`` retriever); ``size`` neighbours, filtered
-    inside the search (``k`` counts after filtering)."""
+#: An excerpt of a long document (an attached index holds whole documents: a connector's ``body``): its
+#: best passages by the query, at most this many of about this many characters, in document order.
+EXCERPT_FRAGMENTS = 3
+EXCERPT_CHARS = 400
+
+
+def excerpt_of(field: str) -> dict[str, Any]:
+    """The ``highlight`` that gives a hit's excerpt of ``field``, without tags (plain text for a prompt)."""
+    spec = {"fragment_size": EXCERPT_CHARS, "number_of_fragments": EXCERPT_FRAGMENTS, "no_match_size": EXCERPT_CHARS}
+    return {"pre_tags": [""], "post_tags": [""], "fields": {field: spec}}
+
+
+def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int, field: str = VECTOR) -> dict[str, Any]:
+    """The kNN search of a query (top-level ``knn``, ``knn`` retriever) over the vector ``field``; ``size``
+    neighbours, filtered inside the search (``k`` counts after filtering)."""
     knn: dict[str, Any] = {
-        "field": "embedding",
+        "field": field,
         "query_vector": list(vector),
         "k": size,
         "num_candidates": max(100, size * 10),
@@ -66,27 +101,40 @@ def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int) -> dic
     return knn
 
 
-def knn_body(query: RetrievalQuery, vector: Sequence[float], size: int | None = None) -> dict[str, Any]:
+def knn_body(
+    query: RetrievalQuery, vector: Sequence[float], size: int | None = None, field: str = VECTOR
+) -> dict[str, Any]:
     size = size or query.k
-    return {"size": size, "knn": knn_clause(query, vector, size), "_source": SOURCE_EXCLUDES}
+    return {"size": size, "knn": knn_clause(query, vector, size, field), "_source": source_excludes(field)}
 
 
-def script_score_clause(query: RetrievalQuery, vector: Sequence[float], boost: float = 1.0) -> dict[str, Any]:
+def script_score_clause(
+    query: RetrievalQuery, vector: Sequence[float], boost: float = 1.0, field: str = VECTOR
+) -> dict[str, Any]:
     base: dict[str, Any] = {"bool": {"filter": filters_of(query)}} if query.filters else {"match_all": {}}
-    script = {"source": "cosineSimilarity(params.qv, 'embedding') + 1.0", "params": {"qv": list(vector)}}
+    if "'" in field or "\\" in field:
+        raise ValueError(f"a vector field name without quotes or backslashes, not {field!r}")
+    script = {"source": f"cosineSimilarity(params.qv, '{field}') + 1.0", "params": {"qv": list(vector)}}
     clause: dict[str, Any] = {"query": base, "script": script}
     if boost != 1.0:
         clause["boost"] = boost
     return {"script_score": clause}
 
 
-def script_score_body(query: RetrievalQuery, vector: Sequence[float], size: int | None = None) -> dict[str, Any]:
-    return {"size": size or query.k, "query": script_score_clause(query, vector), "_source": SOURCE_EXCLUDES}
+def script_score_body(
+    query: RetrievalQuery, vector: Sequence[float], size: int | None = None, field: str = VECTOR
+) -> dict[str, Any]:
+    clause = script_score_clause(query, vector, field=field)
+    return {"size": size or query.k, "query": clause, "_source": source_excludes(field)}
 
 
-def dense_body(method: str, query: RetrievalQuery, vector: Sequence[float], size: int) -> dict[str, Any]:
-    """The dense leg of ``method`` (``knn`` or ``script_score``)."""
-    return knn_body(query, vector, size) if method == "knn" else script_score_body(query, vector, size)
+def dense_body(
+    method: str, query: RetrievalQuery, vector: Sequence[float], size: int, field: str = VECTOR
+) -> dict[str, Any]:
+    """The dense leg of ``method`` (``knn`` or ``script_score``) over the vector ``field``."""
+    if method == "knn":
+        return knn_body(query, vector, size, field)
+    return script_score_body(query, vector, size, field)
 
 
 def bool_body(
@@ -117,30 +165,40 @@ def rrf_retriever_body(
 
 
 def fused_body(
-    fusion: Fusion, query: RetrievalQuery, vector: Sequence[float], method: str, size: int, *, ja: JaQuery = None
+    fusion: Fusion,
+    query: RetrievalQuery,
+    vector: Sequence[float],
+    method: str,
+    size: int,
+    *,
+    ja: JaQuery = None,
+    searched: Sequence[str] = SEARCHED,
+    field: str = VECTOR,
 ) -> dict[str, Any]:
     """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
-        body = rrf_retriever_body(_match(query, ja), knn_clause(query, vector, size), filters_of(query), size)
+        match = _match(query, ja, searched=searched)
+        body = rrf_retriever_body(match, knn_clause(query, vector, size, field), filters_of(query), size)
     else:
         if method == "knn":
-            dense = knn_clause(query, vector, size)
+            dense = knn_clause(query, vector, size, field)
             del dense["k"]  # the knn QUERY (8.12+) takes num_candidates; k only from 8.15 on
             if w_dense != 1.0:
                 dense["boost"] = w_dense
             dense_clause: dict[str, Any] = {"knn": dense}
         else:
-            dense_clause = script_score_clause(query, vector, w_dense)
-        body = bool_body(_match(query, ja, w_bm25), dense_clause, filters_of(query), size)
-    body["_source"] = SOURCE_EXCLUDES
+            dense_clause = script_score_clause(query, vector, w_dense, field)
+        body = bool_body(_match(query, ja, w_bm25, searched), dense_clause, filters_of(query), size)
+    body["_source"] = source_excludes(field)
     return body
 
 
-def unembedded_count(access: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def unembedded_count(access: Sequence[Mapping[str, Any]] = (), field: str = VECTOR) -> dict[str, Any]:
     """How many documents (of those the caller may read) have no vector: the dense side cannot find them."""
-    # ``embedder`` is written with every vector (``exists`` cannot see a ``_source``-only vector on 7.x)
-    missing = [{"exists": {"field": "embedding"}}, {"exists": {"field": "embedder"}}]
+    # ``embedder`` is written with every vector (``exists`` cannot see a ``_source``-only vector on 7.x);
+    # another vector ``field`` (an attached index's, indexed) is asked for alone
+    missing = [{"exists": {"field": field}}] + ([{"exists": {"field": "embedder"}}] if field == VECTOR else [])
     query: dict[str, Any] = {"must_not": missing}
     if access:
         query["filter"] = [dict(clause) for clause in access]

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hopsearch.service.access import Scope
+from hopsearch.service.attachments import renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
@@ -70,6 +71,10 @@ class EsRetriever:
         return BoundRetriever(self, scope)
 
     async def facts(self, index: str) -> IndexFacts:
+        """What planning needs of ``index``: an attached index's field map, else its ``_meta.hopsearch``."""
+        attachment = await self.store.attachment(index)
+        if attachment is not None:
+            return IndexFacts.attached(attachment)
         return IndexFacts(index, await self.store.index_meta(index))
 
     async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
@@ -78,11 +83,14 @@ class EsRetriever:
             return []
         if any(q.rerank for q in queries) and self.reranker is None:
             raise ConfigError("reranking needs a reranker (HOPSEARCH_RERANK_URL and HOPSEARCH_RERANK_MODEL)")
+        facts = await self.facts(scope.index)
+        scope = facts.bind(scope)
+        queries = renamed(queries, facts.fields)
         scoped_queries = await with_relative_paths(self.store, scope.index, scoped(queries, scope), scope.access())
         out = await self._search(scope, scoped_queries)
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
-        note = schema_note(scope.index, (await self.facts(scope.index)).meta, scope.acl_default)
+        note = schema_note(scope.index, facts.meta, scope.acl_default)
         return [shown(scope, replace(r, index_note=note) if note else r) for r in out]
 
     async def search_fused(
@@ -100,14 +108,25 @@ class EsRetriever:
             return [shown_hits(scope, hits) for hits in fused_lists]
         if not flat:
             return [[] for _ in groups]
-        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
         facts = await self.facts(scope.index)
+        scope = facts.bind(scope)
+        flat = renamed(flat, facts.fields)
+        queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
+        searched, excerpt = facts.fields.searched, facts.excerpt
         responses = await self.store.msearch(
-            [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]
+            [
+                (
+                    scope.index,
+                    bm25_body(
+                        q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta), searched=searched, excerpt=excerpt
+                    ),
+                )
+                for q in queries
+            ]
         )
         lists = [raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
         return [
-            shown_hits(scope, [hit_of(raw, score) for raw, score in rrf_order(group, RAW_ID, size=size)])
+            shown_hits(scope, [hit_of(raw, score, facts.fields) for raw, score in rrf_order(group, RAW_ID, size=size)])
             for group in split(lengths, lists)
         ]
 
@@ -143,7 +162,7 @@ class EsRetriever:
             unembedded = total_of(responses[planned.gap_slot]) if planned.gap_slot >= 0 else 0
             again: list[int] = []
             for n, (i, query_plan) in enumerate(zip(todo, planned.queries, strict=True)):
-                results[i] = result_of(query_plan, responses, batch_vectors.get(n), method, unembedded)
+                results[i] = result_of(query_plan, responses, batch_vectors.get(n), method, unembedded, facts.fields)
                 if results[i] is None:  # the server refused its rrf retriever for this one
                     if not self.store.rrf_refusal:
                         self.store.rrf_refusal = item_reason(responses[query_plan.slots["fused"]])

@@ -14,17 +14,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.errors import ConfigError, EmbedderMismatch
+from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap
+from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
 from hopsearch.service.japanese import ja_query
 from hopsearch.service.retrieval.bodies import (
-    SOURCE_EXCLUDES,
     JaQuery,
     Source,
     bm25_body,
     dense_body,
     fused_body,
+    source_excludes,
     unembedded_count,
 )
 from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
@@ -33,10 +34,31 @@ from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
 @dataclass(frozen=True, slots=True)
 class IndexFacts:
     """What planning needs of a passages index: its ``_meta.hopsearch`` (embedder, vector mode, Japanese
-    analysis) and its name."""
+    analysis), its name and its fields; an attached index's come from its :class:`Attachment`."""
 
     index: str
     meta: Mapping[str, Any]
+    fields: FieldMap = HOPSEARCH_FIELDS
+    attachment: Attachment | None = None
+
+    @classmethod
+    def attached(cls, attachment: Attachment) -> IndexFacts:
+        return cls(attachment.index, attachment.meta(), attachment.fields, attachment)
+
+    def bind(self, scope: Scope) -> Scope:
+        """``scope`` with this index's readers (an attached index's ACL field, rule and default)."""
+        if self.attachment is None:
+            return scope
+        return self.attachment.bind(scope)
+
+    @property
+    def vector(self) -> str:
+        return self.fields.vector or "embedding"
+
+    @property
+    def excerpt(self) -> str | None:
+        """The field whose excerpts BM25 hits carry: an attached index's text (whole documents), else none."""
+        return self.fields.text if self.attachment is not None else None
 
     @property
     def embedder(self) -> str | None:
@@ -47,7 +69,7 @@ class IndexFacts:
     def source(self) -> Source:
         """``_source`` of BM25 hits: as stored when the index holds no vectors (source filtering makes the
         node parse and rewrite every hit, ~0.5 ms of a 50-hit search), else without the vector."""
-        return True if self.embedder is None else SOURCE_EXCLUDES
+        return True if self.embedder is None else source_excludes(self.vector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +87,7 @@ def dense_method(facts: IndexFacts, info: ServerInfo, embedder_id: str | None) -
     if embedder_id is None:
         raise ConfigError("dense and hybrid retrieval need an embedder (HOPSEARCH_EMBEDDER)")
     if facts.embedder is None:
-        raise EmbedderMismatch(f"index [{facts.index}] holds no vectors (BM25 only); use mode bm25")
+        raise NoVectors(f"index [{facts.index}] holds no vectors (BM25 only); use mode bm25")
     if facts.embedder != embedder_id:
         raise EmbedderMismatch(
             f"index [{facts.index}] holds vectors of {facts.embedder!r}, the query embedder is {embedder_id!r}"
@@ -148,16 +170,18 @@ def plan(
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
         ja: JaQuery = ja_query(query.text, facts.meta)
-        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja)
+        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts)
         slots = {}
         for slot, body in bodies:
             slots[slot] = len(searches)
             searches.append((index, body))
         plans.append(QueryPlan(query, size, fusion, note, slots))
     gap_slot = -1
-    if vectors:  # one count more in the same round trip: how much of the index dense cannot see
+    # one count more in the same round trip: how much of the index dense cannot see (of an attached index,
+    # where its vectors are indexed: ``exists`` cannot see numbers kept only in ``_source``)
+    if vectors and (facts.attachment is None or method != "rerank"):
         gap_slot = len(searches)
-        searches.append((index, unembedded_count(scope.access())))
+        searches.append((index, unembedded_count(scope.access(), facts.vector)))
     keep = any(p.fusion == "es_rrf" for p in plans)
     return Plan(tuple(searches), tuple(plans), gap_slot, keep)
 
@@ -171,20 +195,23 @@ def _bodies(
     plain: Source,
     candidates: int,
     ja: JaQuery,
+    facts: IndexFacts,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
+    searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
     if query.mode == "bm25":
-        return [("bm25", bm25_body(query, size, source=plain, ja=ja))]
+        return [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
     assert vector is not None, "a dense or hybrid query is planned with its vector"
     if method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
-        return [("bm25", bm25_body(query, max(size, candidates), source=True, ja=ja))]
+        wide = max(size, candidates)
+        return [("bm25", bm25_body(query, wide, source=True, ja=ja, searched=searched, excerpt=excerpt))]
     if fusion in ("bool", "es_rrf"):
-        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja))]
+        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja, searched=searched, field=field))]
         if query.legs:
             out += [
-                ("bm25", bm25_body(query, size, source=plain, ja=ja)),
-                ("dense", dense_body(method, query, vector, size)),
+                ("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt)),
+                ("dense", dense_body(method, query, vector, size, field)),
             ]
         return out
-    out = [("bm25", bm25_body(query, size, source=plain, ja=ja))] if query.mode == "hybrid" else []
-    return [*out, ("dense", dense_body(method, query, vector, size))]
+    bm25 = [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
+    return [*(bm25 if query.mode == "hybrid" else []), ("dense", dense_body(method, query, vector, size, field))]

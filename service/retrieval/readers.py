@@ -34,10 +34,11 @@ def shown_hits(scope: Scope, hits: Sequence[Hit]) -> list[Hit]:
     if scope.caller.admin:
         return list(hits)
     ranks = scope.scores == "ranks"
+    acl_field = scope.acl.field or ACL_FIELD  # an attached index's own ACL field
     out: list[Hit] = []
     for rank, hit in enumerate(hits, start=1):
-        if ACL_FIELD in hit.source:
-            source = {k: v for k, v in hit.source.items() if k != ACL_FIELD}
+        if acl_field in hit.source or ACL_FIELD in hit.source:
+            source = {k: v for k, v in hit.source.items() if k not in (acl_field, ACL_FIELD)}
             hit = Hit(id=hit.id, score=hit.score, title=hit.title, text=hit.text, source=source)
         out.append(replace(hit, score=1.0 / rank) if ranks else hit)
     return out
@@ -57,7 +58,7 @@ def by_id_body(ids: Sequence[str], scope: Scope, fields: Sequence[str]) -> dict[
         "size": len(ids),
         "track_total_hits": False,
         "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}, *[dict(c) for c in scope.access()]]}},
-        "_source": [f for f in fields if f != ACL_FIELD or scope.caller.admin],
+        "_source": [f for f in fields if f not in (ACL_FIELD, scope.acl.field) or scope.caller.admin],
     }
 
 
@@ -69,6 +70,7 @@ async def passages_by_id(
     wanted = list(dict.fromkeys(ids))[:10_000]
     if not wanted:
         return {}
+    scope = await store.bound(scope)  # an attached index's readers
     try:
         found = await store.search(scope.index, by_id_body(wanted, scope, fields))
     except IndexMissing:

@@ -1,5 +1,6 @@
 """The Elasticsearch store: one connection (:mod:`.base`) with its concerns in their own modules — index
-lifecycle (:mod:`.indices`), documents and bulk writes (:mod:`.documents`), searches (:mod:`.searches`)."""
+lifecycle (:mod:`.indices`), documents and bulk writes (:mod:`.documents`), searches (:mod:`.searches`),
+attached indices (:mod:`.attachments`)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ import logging
 
 from hopsearch.service.esclient import make_client, probe
 from hopsearch.service.settings import Settings
-from hopsearch.service.store.documents import Documents
-from hopsearch.service.store.indices import SCHEMA_VERSION, IndexLifecycle, embedding_mapping, load_template
-from hopsearch.service.store.searches import Searches, error_reason
+from hopsearch.service.store.attachments import Attachments
+from hopsearch.service.store.indices import SCHEMA_VERSION, embedding_mapping, load_template
+from hopsearch.service.store.searches import error_reason
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "Store", "embedding_mapping", "error_reason", "load_template"]
 
 
-class Store(IndexLifecycle, Documents, Searches):
+class Store(Attachments):
     """A connected store. Build it with :meth:`connect`; close it with :meth:`close`."""
 
     @classmethod

@@ -20,6 +20,8 @@ class Connected:
         self.client = client
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
+        #: attached index → (when read, its attachment or None): :mod:`.attachments`
+        self._attached: dict[str, Any] = {}
         self._licence: dict[str, Any] | None = None
         #: Why the cluster refused Elasticsearch's rrf retriever, once it has (a capability learnt once per
         #: cluster: later hybrid queries asking for it run client-side RRF without asking again).

@@ -4,8 +4,8 @@ sub-queries as in Least-to-Most / Self-Ask; RRF from Cormack et al. (SIGIR 2009)
 
 The question is split into 1–3 self-contained sub-queries (a simple question stays one); for each,
 the model writes a short hypothetical answer passage (concurrently). Each sub-query is searched twice
-— the hypothetical passage by dense similarity (BM25 where no embedder is configured) and the
-sub-query itself by BM25 — all in ONE ``_msearch``; the lists are fused with RRF and the top k
+— the hypothetical passage by dense similarity (BM25 where no embedder is configured or the index
+holds no vectors) and the sub-query itself by BM25 — all in ONE ``_msearch``; the lists are fused with RRF and the top k
 passages go to one answer call. Decomposition and HyDE can each be switched off
 (the constructor; the registry passes the ``hyde_decompose`` / ``hyde_hypothetical`` settings): without decomposition
 the question is the only sub-query; without HyDE the sub-query is searched by itself.
@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hopsearch.service.errors import NoVectors
 from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import RRF_K, rrf
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
@@ -118,12 +119,13 @@ class HyDE(RecordedStrategy):
             context.recorder.add(text_step("hyde", completion, prompt, depth=1, queries=(sub,)))
         return passages
 
-    def _queries(self, subs: Sequence[str], passages: Sequence[str]) -> list[RetrievalQuery]:
+    def _queries(self, subs: Sequence[str], passages: Sequence[str], dense: bool = True) -> list[RetrievalQuery]:
+        dense = dense and self.dense
         queries = []
         for sub, passage in zip(subs, passages, strict=True):
             if self.hypothetical:
-                queries.append(RetrievalQuery(passage, k=LIST_K, mode="dense" if self.dense else "bm25"))
-            elif self.dense:
+                queries.append(RetrievalQuery(passage, k=LIST_K, mode="dense" if dense else "bm25"))
+            elif dense:
                 queries.append(RetrievalQuery(sub, k=LIST_K, mode="dense"))
             queries.append(RetrievalQuery(sub, k=LIST_K, mode="bm25"))
         return queries
@@ -134,7 +136,11 @@ class HyDE(RecordedStrategy):
         passages = await self._passages(context, subs)
         queries = self._queries(subs, passages)
         started = time.monotonic()
-        results = await context.retriever.search_many(queries)  # ONE _msearch for every list
+        try:
+            results = await context.retriever.search_many(queries)  # ONE _msearch for every list
+        except NoVectors:  # an index without vectors (an attached BM25-only one): its BM25 lists alone
+            queries = self._queries(subs, passages, dense=False)
+            results = await context.retriever.search_many(queries)
         fused = rrf([result.hits for result in results], k=RRF_K, size=context.options.k)
         context.recorder.add(
             Step(

@@ -43,7 +43,7 @@ from hopsearch.service.api.middleware.gate import (
     refuse_query_credentials,
     refused,
 )
-from hopsearch.service.api.middleware.managed import EsResolver, ManagedIndices, PrefixIndices
+from hopsearch.service.api.middleware.managed import EsResolver, ManagedIndices, PrefixIndices, WithAttached
 from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
 from hopsearch.service.api.responses import OrjsonResponse, error_response, retry_headers
@@ -100,7 +100,8 @@ class Front:
         self._prefixes: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self._own_paths: dict[tuple[str, str], bool] = {}
         self.forwarder = Forwarder(state.settings)
-        self.managed = ManagedIndices(PrefixIndices(state.settings.index_prefix), EsResolver(self._resolve))
+        protected = WithAttached(PrefixIndices(state.settings.index_prefix), self._attached)
+        self.managed = ManagedIndices(protected, EsResolver(self._resolve))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -189,6 +190,10 @@ class Front:
             response.headers.append("X-Elastic-Product", "Elasticsearch")
             await response(scope, receive, send)
             return response.status_code
+
+    async def _attached(self) -> list[str]:
+        runtime = await self.state.runtime()
+        return [attachment.index for attachment in await runtime.store.attachments()]
 
     async def _resolve(self, expression: str) -> dict[str, Any]:
         runtime = await self.state.runtime()

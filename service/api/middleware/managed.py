@@ -59,6 +59,25 @@ class PrefixIndices:
         return (self.prefix, f"{self.prefix}-*", f".ds-{self.prefix}-*")
 
 
+class WithAttached:
+    """hopsearch's own indices and the attached ones (issue 30: hopsearch enforces their ACLs; a proxied
+    search would not), whose names are read from the store and kept :data:`RESOLVE_TTL_S`."""
+
+    def __init__(
+        self, own: Protected, attached: Callable[[], Awaitable[Iterable[str]]], ttl: float = RESOLVE_TTL_S
+    ) -> None:
+        self.own = own
+        self.attached = attached
+        self.ttl = ttl
+        self._kept: tuple[float, tuple[str, ...]] | None = None
+
+    async def patterns(self) -> tuple[str, ...]:
+        now = time.monotonic()
+        if self._kept is None or now - self._kept[0] >= self.ttl:
+            self._kept = (now, tuple(sorted(await self.attached())))
+        return (*await self.own.patterns(), *self._kept[1])
+
+
 class Resolver(Protocol):
     """Every name one index name or pattern reaches on the cluster."""
 
