@@ -36,7 +36,13 @@ def default_modes(settings: Settings) -> list[str]:
 
 
 def gold_items(records: list[QARecord]) -> list[GoldItem]:
-    return [GoldItem(r.id, r.question, r.type, frozenset(r.supporting), r.gold_ids) for r in records if r.supporting]
+    return [
+        GoldItem(
+            r.id, r.question, r.type, frozenset(r.supporting), r.gold_ids, by="file" if r.dataset == "docs" else "title"
+        )
+        for r in records
+        if r.supporting
+    ]
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
