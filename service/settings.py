@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     analyzer: str | None = Field(
         None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."
     )
+    ja_synonyms: Path | None = Field(
+        None,
+        description="A file of company terms that name the same thing, one comma-separated group a line "
+        "(`研究開発部, 研開`): a Japanese query naming one term searches BM25 for all of them.",
+    )
 
     # --- embeddings ----------------------------------------------------------------------------
     embedder: Literal["minilm", "e5", "openai", "none"] = Field(

@@ -20,7 +20,7 @@ from hopsearch.service.access import Scope
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
-from hopsearch.service.japanese import ja_query
+from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.path_filters import with_relative_paths
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval.bodies import bm25_body
@@ -51,6 +51,8 @@ class EsRetriever:
         self.sizes = Sizes(reranker.top_n if reranker is not None else None, rerank_candidates)
         #: stored embedder id → its query embedder (:meth:`embedder_for`)
         self._index_embedders: dict[str, Embedder | None] = {}
+        path = store.settings.ja_synonyms
+        self.synonyms = Synonyms.read(path) if path is not None else None
 
     def embedder_for(self, stored: object) -> Embedder | None:
         """The query embedder of an index whose vectors carry the embedder id ``stored`` (issue 33): the
@@ -70,7 +72,7 @@ class EsRetriever:
         return BoundRetriever(self, scope)
 
     async def facts(self, index: str) -> IndexFacts:
-        return IndexFacts(index, await self.store.index_meta(index))
+        return IndexFacts(index, await self.store.index_meta(index), self.synonyms)
 
     async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         """Answer every query over ``scope`` with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
@@ -103,7 +105,10 @@ class EsRetriever:
         queries = await with_relative_paths(self.store, scope.index, scoped(flat, scope), scope.access())
         facts = await self.facts(scope.index)
         responses = await self.store.msearch(
-            [(scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta))) for q in queries]
+            [
+                (scope.index, bm25_body(q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta, facts.synonyms)))
+                for q in queries
+            ]
         )
         lists = [raw_hits(response)[: query.k] for query, response in zip(queries, responses, strict=True)]
         return [

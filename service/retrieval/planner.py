@@ -17,7 +17,7 @@ from hopsearch.service.access import Scope
 from hopsearch.service.errors import ConfigError, EmbedderMismatch
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
-from hopsearch.service.japanese import ja_query
+from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.retrieval.bodies import (
     SOURCE_EXCLUDES,
     JaQuery,
@@ -37,6 +37,8 @@ class IndexFacts:
 
     index: str
     meta: Mapping[str, Any]
+    #: The ``ja_synonyms`` setting's groups (Japanese BM25 queries name every term of a group they name).
+    synonyms: Synonyms | None = None
 
     @property
     def embedder(self) -> str | None:
@@ -147,7 +149,7 @@ def plan(
             fusion, note = choose(query.fusion, caps.info, method, caps.licence, weighted)
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
-        ja: JaQuery = ja_query(query.text, facts.meta)
+        ja: JaQuery = ja_query(query.text, facts.meta, facts.synonyms)
         bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja)
         slots = {}
         for slot, body in bodies:
