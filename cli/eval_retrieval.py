@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
+from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
 from hopsearch.service.runtime import Runtime
@@ -42,6 +44,15 @@ def gold_items(records: list[QARecord]) -> list[GoldItem]:
         )
         for r in records
         if r.supporting
+    ]
+
+
+async def with_file_passages(runtime: Runtime, index: str, items: list[GoldItem]) -> list[GoldItem]:
+    """``items`` over indexed documents with the passage ids of their supporting documents (for traces)."""
+    found = await file_passages(runtime.store, index, [n for item in items for n in sorted(item.gold_titles)])
+    return [
+        replace(item, gold_files=tuple(found[n] for n in sorted(item.gold_titles))) if item.by == "file" else item
+        for item in items
     ]
 
 
@@ -104,6 +115,8 @@ async def _run(
 
         for spec in modes:
             report[spec] = await evaluate_mode(search, items, spec, k)
+        if rows and any(item.by == "file" for item in items):
+            items = await with_file_passages(runtime, settings.passages_alias, items)
         for rows_path in rows:
             name, traces = await _traces(runtime, rows_path)
             report[name] = trace_recall(items, traces)

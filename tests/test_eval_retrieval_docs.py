@@ -15,10 +15,16 @@ from click.testing import CliRunner
 from hopsearch.cli.main import main
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.errors import InputError
+from hopsearch.service.evaluation.documents import files_found
 from hopsearch.service.evaluation.recall import GoldItem, score_titles
 from hopsearch.service.types import make_hit
 from tests.conftest import EsNode
 from tests.ja_corpus import QUESTIONS, build_corpus
+from tests.scripted_llm import ScriptedLLM, ScriptRequest
+
+
+def always_no(request: ScriptRequest) -> str:
+    return " no"
 
 
 def test_docs_records_parse_and_match_by_file_name(tmp_path: Path) -> None:
@@ -34,6 +40,8 @@ def test_docs_records_parse_and_match_by_file_name(tmp_path: Path) -> None:
         make_hit("b", 1.0, "t", "y", {}),
     ]
     assert item.names(hits) == ["project-kazaguruma.md", ""] and score_titles(item, item.names(hits)).recall == 0.5
+    assert files_found((frozenset({"a-0", "a-1"}), frozenset({"b-0"})), ["a-1", "x-0"]) == 0.5
+    assert files_found((), ["a-1"]) is None
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q1", "supporting": ["a.md"]}\n{"question": "q2", "supporting": "a.md"}\n')
     with pytest.raises(InputError, match=r"bad.jsonl.*2.*supporting"):
@@ -67,5 +75,25 @@ def test_eval_retrieval_scores_supporting_documents(es_node: EsNode, tmp_path: P
             runner.invoke(main, ["eval", "retrieval", str(QUESTIONS), "-k", "1", "--json"], env=env).stdout
         )["bm25"]
         assert one["recall@1"] <= 0.5 and one["all@1"] == 0.0  # one passage names one document
+
+        # a strategy's evidence: the supporting documents among the passages it cited and retrieved
+        rows = tmp_path / "rows.jsonl"
+        with ScriptedLLM(always_no) as llm:
+            env_llm = {**env, "HOPSEARCH_LLM_BASE_URL": llm.base_url, "HOPSEARCH_LLM_MODEL": "scripted"}
+            answered = runner.invoke(
+                main,
+                ["eval", str(QUESTIONS), "--strategy", "single", "--limit", "4", "--out", str(rows), "--json"],
+                env=env_llm,
+            )
+        assert answered.exit_code == 0, answered.output
+        summary = json.loads(answered.stdout[answered.stdout.index("{") :])["all"]
+        per_row = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines()]
+        recalls = [r["evidence_recall"] for r in per_row]
+        assert all(r in (0.0, 0.5, 1.0) for r in recalls) and sum(recalls) >= 3  # of 2 documents each
+        assert summary["evidence_recall"] == sum(recalls) / 4
+        traced = runner.invoke(main, ["eval", "retrieval", str(QUESTIONS), "--traces", str(rows), "--json"], env=env)
+        assert traced.exit_code == 0, traced.output
+        trace = json.loads(traced.stdout[traced.stdout.index("{") :])["strategy:single"]
+        assert trace["n"] == 4 and trace["recall@trace"] >= summary["evidence_recall"]
     finally:
         httpx.delete(f"{es_node.url}/{env['HOPSEARCH_INDEX_PREFIX']}-*", timeout=60)

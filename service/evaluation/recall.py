@@ -20,6 +20,7 @@ from pathlib import PurePath
 from typing import Any, Literal, cast
 
 from hopsearch.service.errors import ConfigError
+from hopsearch.service.evaluation.documents import files_found
 from hopsearch.service.requests import Query
 from hopsearch.service.types import Fusion, Hit, RetrievalMode, SearchResult
 
@@ -39,6 +40,9 @@ class GoldItem:
     gold_ids: frozenset[str] = frozenset()
     #: What ``gold_titles`` names: hits' titles, or the file names of the documents hits come from.
     by: Literal["title", "file"] = "title"
+    #: For ``by="file"``: each supporting document's passage ids (:func:`.documents.file_passages`), what
+    #: a trace's passages are scored against.
+    gold_files: tuple[frozenset[str], ...] = ()
 
     def names(self, hits: Sequence[Hit]) -> list[str]:
         """What of each hit is matched against ``gold_titles``."""
@@ -78,6 +82,9 @@ def score_titles(item: GoldItem, titles: Sequence[str]) -> Scored:
 
 
 def score_ids(item: GoldItem, ids: Iterable[str]) -> Scored:
+    if item.by == "file":
+        share = files_found(item.gold_files, ids) or 0.0
+        return Scored(item, share, share == 1.0)
     found = item.gold_ids & set(ids)
     n = len(item.gold_ids)
     return Scored(item, len(found) / n if n else 0.0, n > 0 and len(found) == n)
