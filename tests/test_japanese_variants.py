@@ -14,11 +14,14 @@ from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.entities import EntityLinker, entity_key
 from hopsearch.service.errors import InputError
 from hopsearch.service.japanese import TOKENS, Synonyms, ja_query, ja_tokens_of, tokenizer
+from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
 from tests.conftest import EsNode, _drop, make_settings
+from tests.dual_fixtures import ChatModel, entities, reason
 from tests.scopes import scope_of
+from tests.test_dualrag_es import ask
 
 DOCS = {
     "daini.md": "# 第二工場\n\n第二工場の工場長は髙木正人です。敷地面積は四万平方メートルです。",
@@ -126,3 +129,36 @@ async def test_an_index_built_before_token_versions_keeps_its_recipe(store: Stor
         await old.close()
     assert _files(exact) == ["daini.md"]  # as built: 髙 matches 髙
     assert "daini.md" not in _files(folded)  # and 高 does not (a rebuild folds them)
+
+
+async def test_dualrag_keys_a_company_abbreviation_as_its_group_name(es8_node: EsNode, tmp_path: Path) -> None:
+    """The identifier says 「研開」: DualRAG searches and keeps the outline under 「研究開発部」 (ja_synonyms),
+    so a later question that names either finds the same outline."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name, text in DOCS.items():
+        (root / name).write_text(text, encoding="utf-8")
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("研究開発部, 研開\n", encoding="utf-8")
+    store = await Store.connect(make_settings(es8_node.url, ja_synonyms=synonyms))
+    try:
+        await _load(store, root, tmp_path)
+        model = ChatModel(
+            {
+                "reasoner": [reason("研開のリーダーを調べる。", True)],
+                "identifier": [entities(("研開", ["研開 リーダー"]))],
+            },
+            summaries=lambda entity, prompt: "研究開発部の第二グループのリーダーは川﨑悠。",
+            answer="川﨑悠",
+        )
+        answer, doc = await ask(store, model, "研開の第二グループのリーダーは誰ですか")
+        assert answer.text == "川﨑悠"
+        [identify] = [s for s in doc["steps"] if s["kind"] == "identify"]
+        assert [link["entity"] for link in identify["details"]["links"]] == ["研究開発部"]
+        outlines = EsOutlineStore(store)
+        kept = await outlines.get("default", "研究開発部")
+        assert kept is not None and kept.facts[0].summary.startswith("研究開発部の第二グループ")
+        assert await outlines.get("default", "研開") is None  # keyed by the group's name only
+    finally:
+        await _drop(store)
+        await store.close()

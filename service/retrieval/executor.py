@@ -67,6 +67,10 @@ class EsRetriever:
             self._index_embedders[stored] = found
         return self._index_embedders[stored]
 
+    def canonical(self, name: str) -> str:
+        """The first term of the ``ja_synonyms`` group ``name`` is in, else ``name``."""
+        return self.synonyms.canonical(name) if self.synonyms else name
+
     def bind(self, scope: Scope) -> BoundRetriever:
         """This retriever over ``scope`` alone (what a strategy's run reads through)."""
         return BoundRetriever(self, scope)
@@ -178,6 +182,9 @@ class BoundRetriever:
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         return await self.retriever.search_many(self.scope, queries)
+
+    def canonical(self, name: str) -> str:
+        return self.retriever.canonical(name)
 
     async def search_fused(self, groups: Sequence[Sequence[RetrievalQuery]], size: int) -> list[list[Hit]]:
         return await self.retriever.search_fused(self.scope, groups, size)
