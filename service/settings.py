@@ -150,7 +150,8 @@ class Settings(BaseSettings):
     ja_synonyms: Path | None = Field(
         None,
         description="A file of company terms that name the same thing, one comma-separated group a line "
-        "(`研究開発部, 研開`): a Japanese query naming one term searches BM25 for all of them.",
+        "(`研究開発部, 研開`): a Japanese query naming one term searches BM25 for all of them; DualRAG keys them as "
+        "one entity, under the first.",
     )
 
     # --- embeddings ----------------------------------------------------------------------------
