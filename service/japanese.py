@@ -159,6 +159,18 @@ def ja_tokens_of(meta: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) else 1
 
 
+def ja_tokens_note(index: str, meta: Mapping[str, Any]) -> str:
+    """What to say of a SudachiPy index built with an older token recipe (empty where it is current)."""
+    version = ja_tokens_of(meta)
+    if meta.get("ja_analysis") != "sudachi" or version >= TOKENS:
+        return ""
+    return (
+        f"index [{index}] has Japanese tokens of recipe {version} < {TOKENS} (異体字 such as 髙/高, 﨑/崎 not "
+        "folded): loads into it and its queries keep that recipe, so it answers as built; "
+        "`hopsearch index docs PATH --rebuild` builds it anew with the current one"
+    )
+
+
 def tokenizer() -> JapaneseTokenizer:
     """The process-wide tokenizer (spaCy's Japanese class loads once, ~1 s)."""
     return _shared

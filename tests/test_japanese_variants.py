@@ -5,15 +5,19 @@ Elasticsearch 7.17 / 8.19 / 9.2 where an index is involved."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hopsearch.cli.main import main
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.entities import EntityLinker, entity_key
 from hopsearch.service.errors import InputError
-from hopsearch.service.japanese import TOKENS, Synonyms, ja_query, ja_tokens_of, tokenizer
+from hopsearch.service.japanese import TOKENS, Synonyms, ja_query, ja_tokens_note, ja_tokens_of, tokenizer
 from hopsearch.service.outlines import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
@@ -37,6 +41,9 @@ def test_tokens_fold_variants_from_version_two_and_queries_follow_the_index() ->
     assert tok.tokens("髙木さんと山﨑さん") == tok.tokens("高木さんと山崎さん")
     assert "髙" in tok.joined("髙木", 1) and "高" in tok.joined("髙木", 2)  # version 1: as before, apart
     assert ja_tokens_of({}) == 1 and ja_tokens_of({"ja_tokens": 2}) == 2
+    assert ja_tokens_note("p", {"ja_analysis": "sudachi", "ja_tokens": 2}) == ""
+    assert ja_tokens_note("p", {"ja_analysis": "kuromoji"}) == ""  # kuromoji analyses in Elasticsearch
+    assert "[p] has Japanese tokens of recipe 1" in ja_tokens_note("p", {"ja_analysis": "sudachi"})
     new = ja_query("髙木さんはどこの工場長ですか", {"ja_analysis": "sudachi", "ja_tokens": 2})
     old = ja_query("髙木さんはどこの工場長ですか", {"ja_analysis": "sudachi"})
     assert new is not None and old is not None and "高" in new[0] and "髙" in old[0]
@@ -129,6 +136,11 @@ async def test_an_index_built_before_token_versions_keeps_its_recipe(store: Stor
         await old.close()
     assert _files(exact) == ["daini.md"]  # as built: 髙 matches 髙
     assert "daini.md" not in _files(folded)  # and 高 does not (a rebuild folds them)
+    env = {"HOPSEARCH_ES_URL": store.settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": store.settings.index_prefix}
+    listed = await asyncio.to_thread(CliRunner().invoke, main, ["indices", "list", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    [row] = [r for r in json.loads(listed.stdout) if r["index"].startswith(store.settings.passages_alias)]
+    assert "recipe 1 < 2" in row["ja_note"] and "--rebuild" in row["ja_note"]
 
 
 async def test_dualrag_keys_a_company_abbreviation_as_its_group_name(es8_node: EsNode, tmp_path: Path) -> None:
