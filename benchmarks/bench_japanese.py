@@ -15,10 +15,10 @@ the end-to-end ``load_docs`` rate (BM25 only) of both.
 
     HOPSEARCH_TEST_ES8_URL=http://127.0.0.1:19208 .venv/bin/python benchmarks/bench_japanese.py
 
-``--recall-only`` loads one index (multilingual e5, the current settings: ``HOPSEARCH_*`` variables apply)
-and prints recall@1/5/10 of bm25, dense and hybrid only; ``--corpus DIR --questions FILE`` measures another
-corpus (a folder of documents and a JSON Lines file of ``question`` and ``supporting`` file names), e.g. the
-second corpus kept apart from the tests' one:
+``--recall-only`` loads one index (multilingual e5 as the settings run it, int8 by default; ``HOPSEARCH_*``
+variables apply) and prints recall@1/5/10 of bm25, dense and hybrid only; ``--corpus DIR --questions FILE``
+measures another corpus (a folder of documents and a JSON Lines file of ``question`` and ``supporting`` file
+names), e.g. the second corpus kept apart from the tests' one:
 
     .venv/bin/python benchmarks/bench_japanese.py --recall-only \\
         --corpus benchmarks/data/ja_corpus2/docs --questions benchmarks/data/ja_corpus2/questions.jsonl
@@ -47,7 +47,7 @@ from hopsearch.loaders.extract import extract  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.pipeline import _with_language  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
-from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder  # noqa: E402
+from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, make_embedder  # noqa: E402
 from hopsearch.service.japanese import ja_query  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402
@@ -165,8 +165,10 @@ def read_questions(path: Path) -> list[JaQuestion]:
 
 
 async def recall_only(url: str, corpus: Path, qs: list[JaQuestion], tmp: Path) -> None:
-    """recall@1/5/10 of bm25, dense and hybrid with e5 over ``corpus`` (the current settings)."""
-    e5 = E5Embedder()
+    """recall@1/5/10 of bm25, dense and hybrid with e5 over ``corpus`` (the current settings: e5 at the
+    settings' precision, int8 by default)."""
+    e5 = make_embedder(Settings(embedder="e5"))  # type: ignore[call-arg]
+    assert e5 is not None
     store = await open_store(url, "e5")
     try:
         opts = LoadOptions(checkpoint=tmp / "e5.ckpt", dead_letter=tmp / "e5.dl")
