@@ -14,12 +14,21 @@ Then the loader's rate on Japanese text: passages/s of the docs source (read, ex
 the end-to-end ``load_docs`` rate (BM25 only) of both.
 
     HOPSEARCH_TEST_ES8_URL=http://127.0.0.1:19208 .venv/bin/python benchmarks/bench_japanese.py
+
+``--recall-only`` loads one index (multilingual e5 as the settings run it, int8 by default; ``HOPSEARCH_*``
+variables apply) and prints recall@1/5/10 of bm25, dense and hybrid only; ``--corpus DIR --questions FILE``
+measures another corpus (a folder of documents and a JSON Lines file of ``question`` and ``supporting`` file
+names), e.g. the second corpus kept apart from the tests' one:
+
+    .venv/bin/python benchmarks/bench_japanese.py --recall-only \\
+        --corpus benchmarks/data/ja_corpus2/docs --questions benchmarks/data/ja_corpus2/questions.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import sys
@@ -38,13 +47,15 @@ from hopsearch.loaders.extract import extract  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.pipeline import _with_language  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
-from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder  # noqa: E402
+from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, make_embedder  # noqa: E402
 from hopsearch.service.japanese import ja_query  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery  # noqa: E402
 from tests.ja_corpus import JaQuestion, build_corpus, questions, write_document  # noqa: E402
+
+KS = (1, 5, 10)
 from tests.loader_files import passage  # noqa: E402
 
 
@@ -84,12 +95,14 @@ async def bm25_recall(store: Store, qs: list[JaQuestion], *, tokens: bool) -> di
     return {k: v / len(qs) for k, v in scores.items()}
 
 
-async def mode_recall(store: Store, embedder: Embedder, qs: list[JaQuestion], mode: RetrievalMode) -> dict[int, float]:
+async def mode_recall(
+    store: Store, embedder: Embedder, qs: list[JaQuestion], mode: RetrievalMode, ks: Sequence[int] = (5, 10)
+) -> dict[int, float]:
     retriever = EsRetriever(store, embedder)
     results = await retriever.search_many(
-        Scope(store.settings.passages_alias, ADMIN), [RetrievalQuery(q.question, k=10, mode=mode) for q in qs]
+        Scope(store.settings.passages_alias, ADMIN), [RetrievalQuery(q.question, k=max(ks), mode=mode) for q in qs]
     )
-    scores = {5: 0.0, 10: 0.0}
+    scores = dict.fromkeys(ks, 0.0)
     for q, result in zip(qs, results, strict=True):
         for k in scores:
             scores[k] += recall(files_of(result.hits[:k]), q.supporting)
@@ -142,15 +155,52 @@ async def load_rate(url: str, root: Path, tag: str) -> float:
         await drop(store)
 
 
+def read_questions(path: Path) -> list[JaQuestion]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out.append(JaQuestion(row["id"], row["question"], row.get("answer", ""), tuple(row["supporting"])))
+    return out
+
+
+async def recall_only(url: str, corpus: Path, qs: list[JaQuestion], tmp: Path) -> None:
+    """recall@1/5/10 of bm25, dense and hybrid with e5 over ``corpus`` (the current settings: e5 at the
+    settings' precision, int8 by default)."""
+    e5 = make_embedder(Settings(embedder="e5"))  # type: ignore[call-arg]
+    assert e5 is not None
+    store = await open_store(url, "e5")
+    try:
+        opts = LoadOptions(checkpoint=tmp / "e5.ckpt", dead_letter=tmp / "e5.dl")
+        report = await load_docs(store, corpus, opts, embedder=e5)
+        print(f"indexed {report.read} files, {await store.count()} passages with {e5.model_id} ({store.info.number})")
+        rows = [(mode, await mode_recall(store, e5, qs, mode, KS)) for mode in ("bm25", "dense", "hybrid")]
+    finally:
+        await drop(store)
+    print(f"\nrecall of the supporting documents, {len(qs)} questions, {corpus}")
+    print("| mode | " + " | ".join(f"recall@{k}" for k in KS) + " |")
+    print("| --- |" + " --- |" * len(KS))
+    for mode, scores in rows:
+        print(f"| {mode} | " + " | ".join(f"{scores[k]:.3f}" for k in KS) + " |")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--es-url", default=os.environ.get("HOPSEARCH_TEST_ES8_URL", "http://127.0.0.1:9200"))
     parser.add_argument("--copies", type=int, default=8, help="corpus copies for the loader rate")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--corpus", type=Path, default=None, help="a folder of documents (default: the tests')")
+    parser.add_argument("--questions", type=Path, default=None, help="its questions (JSON Lines, `supporting`)")
+    parser.add_argument("--recall-only", action="store_true", help="e5 only: recall@1/5/10 of bm25, dense, hybrid")
     args = parser.parse_args()
-    qs = questions()
+    if (args.corpus is None) != (args.questions is None):
+        parser.error("--corpus and --questions go together")
+    qs = read_questions(args.questions) if args.questions else questions()
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "ja")
+        corpus = args.corpus.resolve() if args.corpus else build_corpus(Path(tmp) / "ja")
+        if args.recall_only:
+            await recall_only(args.es_url, corpus, qs, Path(tmp))
+            return
         minilm, e5 = MiniLMEmbedder(), E5Embedder()
         embedders: dict[str, Embedder] = {"minilm": minilm, "e5": e5}
         stores: dict[str, Store] = {}

@@ -20,6 +20,7 @@ from hopsearch.service import trace_reads, usecases
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
+from hopsearch.service.japanese import ja_tokens_note
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
 from hopsearch.service.retrieval import without_vectors_note
@@ -260,6 +261,8 @@ def doctor() -> None:
             report(mark, "index vectors", detail)
             note = schema_note(settings.passages_alias, meta or {}, settings.acl_default)
             report("??" if note else "ok", "index schema", note or f"passages schema {SCHEMA_VERSION}")
+            if ja_note := ja_tokens_note(settings.passages_alias, meta or {}):
+                report("??", "japanese tokens", ja_note)
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
+from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
 from hopsearch.service.runtime import Runtime
@@ -36,7 +38,22 @@ def default_modes(settings: Settings) -> list[str]:
 
 
 def gold_items(records: list[QARecord]) -> list[GoldItem]:
-    return [GoldItem(r.id, r.question, r.type, frozenset(r.supporting), r.gold_ids) for r in records if r.supporting]
+    return [
+        GoldItem(
+            r.id, r.question, r.type, frozenset(r.supporting), r.gold_ids, by="file" if r.dataset == "docs" else "title"
+        )
+        for r in records
+        if r.supporting
+    ]
+
+
+async def with_file_passages(runtime: Runtime, index: str, items: list[GoldItem]) -> list[GoldItem]:
+    """``items`` over indexed documents with the passage ids of their supporting documents (for traces)."""
+    found = await file_passages(runtime.store, index, [n for item in items for n in sorted(item.gold_titles)])
+    return [
+        replace(item, gold_files=tuple(found[n] for n in sorted(item.gold_titles))) if item.by == "file" else item
+        for item in items
+    ]
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -106,6 +123,8 @@ async def _run(
 
         for spec in modes:
             report[spec] = await evaluate_mode(search, items, spec, k)
+        if rows and any(item.by == "file" for item in items):
+            items = await with_file_passages(runtime, settings.passages_alias, items)
         for rows_path in rows:
             name, traces = await _traces(runtime, rows_path)
             report[name] = trace_recall(items, traces)

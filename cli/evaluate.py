@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service import usecases
 from hopsearch.service.errors import ConfigError, HopsearchError
+from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
 from hopsearch.service.runtime import Runtime
@@ -107,6 +108,14 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
 
         await runtime.store.require_passages(job.index or settings.passages_alias)
         items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
+        if any(r.dataset == "docs" for r in records):  # supporting documents: evidence by their passages
+            found = await file_passages(
+                runtime.store, job.index or settings.passages_alias, [n for r in records for n in r.supporting]
+            )
+            items = [
+                replace(item, gold_files=tuple(found[n] for n in r.supporting)) if r.dataset == "docs" else item
+                for item, r in zip(items, records, strict=True)
+            ]
         out.parent.mkdir(parents=True, exist_ok=True)
         columns = (
             TextColumn("{task.description}"),

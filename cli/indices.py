@@ -24,6 +24,7 @@ from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
+from hopsearch.service.japanese import ja_tokens_note
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note, schema_version
@@ -72,6 +73,8 @@ def list_indices(as_json: bool) -> None:
         for row in rows:
             if note := schema_note(row["index"], row["meta"], settings.acl_default):
                 row["note"] = note
+            if ja_note := ja_tokens_note(row["index"], row["meta"]):
+                row["ja_note"] = ja_note
         click.echo(json.dumps(rows + attached, indent=2))
         return
     _print_attached(attached)
@@ -86,6 +89,8 @@ def list_indices(as_json: bool) -> None:
         meta = row["meta"]
         if note := schema_note(row["index"], meta, settings.acl_default):
             notes.append(note)
+        if ja_note := ja_tokens_note(row["index"], meta):
+            notes.append(ja_note)
         version = schema_version(meta)
         table.add_row(
             row["index"],

@@ -41,7 +41,7 @@ from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.target import LoadSettings, embedder_of_index, open_target
 from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
-from hopsearch.service.japanese import annotate
+from hopsearch.service.japanese import TOKENS, annotate, ja_tokens_of
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -116,6 +116,7 @@ async def _pump(
     ja_analysis: str | None,
     cache: VectorCache | None = None,
     counts: VectorCounts | None = None,
+    ja_tokens: int = TOKENS,
 ) -> None:
     start = tracker.checkpoint.position
     counts = counts or VectorCounts()
@@ -128,7 +129,7 @@ async def _pump(
 
     async def produce() -> None:
         out = raw if vectors else send
-        batches = _with_language(source.batches(start, options.batch_size, limit), ja_analysis)
+        batches = _with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens)
         seq = 0
         try:
             # parsed in a thread: the event loop keeps answering the workers' responses meanwhile
@@ -193,12 +194,15 @@ async def _pump(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _with_language(batches: Iterator[SourceBatch], ja_analysis: str | None) -> Iterator[SourceBatch]:
+def _with_language(
+    batches: Iterator[SourceBatch], ja_analysis: str | None, ja_tokens: int = TOKENS
+) -> Iterator[SourceBatch]:
     """Each document's ``lang`` and, for Japanese text in a SudachiPy index, its token fields (in the
-    producer's thread, like parsing). Ready ``_bulk`` lines (``encoded``) are sent as they are."""
+    producer's thread, like parsing; the index's token recipe). Ready ``_bulk`` lines (``encoded``) are sent
+    as they are."""
     for batch in batches:
         for body in batch.bodies:
-            annotate(body, ja_analysis)
+            annotate(body, ja_analysis, ja_tokens)
         yield batch
 
 
@@ -292,8 +296,11 @@ async def run_load(
             cache = VectorCache.for_settings(settings) if embedder is not None else None
             try:
                 with _few_gc_passes():
-                    ja_analysis = (await store.index_meta(index)).get("ja_analysis")
-                    await _pump(store, source, index, options, embedder, tracker, ja_analysis, cache, counts)
+                    meta = await store.index_meta(index)
+                    ja_analysis = meta.get("ja_analysis")
+                    await _pump(
+                        store, source, index, options, embedder, tracker, ja_analysis, cache, counts, ja_tokens_of(meta)
+                    )
             finally:
                 letters.close()
                 if cache is not None:

@@ -1,9 +1,13 @@
-"""Benchmark question files: HotpotQA, 2WikiMultihopQA and MuSiQue (JSON array or JSON Lines).
+"""Benchmark question files: HotpotQA, 2WikiMultihopQA, MuSiQue and questions over indexed documents
+(JSON array or JSON Lines).
 
 Each record becomes a :class:`QARecord` with its gold answers (aliases included) and its context
 paragraphs, which can also be indexed as a corpus. The dataset is detected per record:
 MuSiQue has ``paragraphs``; 2Wiki has ``evidences`` or a 2Wiki question type; HotpotQA has ``level``
-or Hotpot's types. A record that fits none of them is an :class:`InputError` naming file and line.
+or Hotpot's types; ``docs`` has no context but ``supporting``, the file names of the documents (loaded by
+``hopsearch index docs``) that answer it, e.g. ``{"id": "ja01", "question": "…", "answer": "…",
+"supporting": ["org-chart.md", "offices.html"]}``. A record that fits none of them is an
+:class:`InputError` naming file and line.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Literal
 
 from hopsearch.service.errors import InputError
 
-Dataset = Literal["hotpotqa", "2wiki", "musique"]
+Dataset = Literal["hotpotqa", "2wiki", "musique", "docs"]
 _2WIKI_TYPES = frozenset({"comparison", "inference", "compositional", "bridge_comparison"})
 
 
@@ -41,7 +45,8 @@ class QARecord:
     type: str
     paragraphs: tuple[Paragraph, ...]
     position: int  # 1-based line (JSONL) or element (JSON array) number
-    #: Titles of the supporting paragraphs, in order, each once (evidence recall in ``hopsearch eval``).
+    #: Titles of the supporting paragraphs, in order, each once (evidence recall in ``hopsearch eval``);
+    #: of a ``docs`` record, the file names of its supporting documents.
     supporting: tuple[str, ...] = ()
 
     @property
@@ -55,7 +60,7 @@ def detect(record: Mapping[str, Any]) -> Dataset | None:
     if "paragraphs" in record:
         return "musique"
     if "context" not in record:
-        return None
+        return "docs" if "supporting" in record else None
     if "evidences" in record or record.get("type") in _2WIKI_TYPES:
         return "2wiki"
     return "hotpotqa"
@@ -65,7 +70,11 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
     """One raw record as a :class:`QARecord`; an :class:`InputError` names the field that is wrong."""
     dataset = detect(record)
     if dataset is None:
-        raise InputError("not a HotpotQA, 2WikiMultihopQA or MuSiQue record", source=source, position=position)
+        raise InputError(
+            "not a HotpotQA, 2WikiMultihopQA or MuSiQue record, nor one with 'supporting' documents",
+            source=source,
+            position=position,
+        )
     question = record.get("question")
     if not isinstance(question, str) or not question.strip():
         raise InputError("field 'question' is missing or empty", source=source, position=position)
@@ -73,11 +82,15 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
     answers = [answer] if isinstance(answer, str) else []
     answers += [a for a in record.get("answer_aliases") or [] if isinstance(a, str)]
     paragraphs: list[Paragraph] = []
+    if dataset == "docs":
+        supporting = record["supporting"]
+        if not isinstance(supporting, list) or not all(isinstance(s, str) and s.strip() for s in supporting):
+            raise InputError("field 'supporting' must be a list of file names", source=source, position=position)
     try:
         if dataset == "musique":
             for para in record["paragraphs"]:
                 paragraphs.append(Paragraph(str(para["title"]), str(para["paragraph_text"])))
-        else:
+        elif dataset != "docs":
             for title, sentences in record["context"]:
                 text = " ".join(str(s).strip() for s in sentences) if isinstance(sentences, list) else str(sentences)
                 paragraphs.append(Paragraph(str(title), text))
@@ -100,7 +113,9 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
 def supporting_titles(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
     """The supporting paragraphs' titles: ``supporting_facts`` ``[title, sentence]`` pairs (HotpotQA,
     2Wiki) or the MuSiQue paragraphs marked ``is_supporting``; malformed entries are skipped."""
-    if dataset == "musique":
+    if dataset == "docs":
+        raw = list(record.get("supporting") or [])
+    elif dataset == "musique":
         raw = [
             p.get("title") for p in record.get("paragraphs") or [] if isinstance(p, Mapping) and p.get("is_supporting")
         ]

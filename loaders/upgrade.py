@@ -24,7 +24,7 @@ from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.access import document_acl
 from hopsearch.service.errors import ConfigError, StoreError
-from hopsearch.service.japanese import annotate
+from hopsearch.service.japanese import annotate, ja_tokens_of
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import SCHEMA_VERSION
 from hopsearch.service.types import Embedder
@@ -81,7 +81,7 @@ async def _give_acl(
             batch = SourceBatch(after=0)
             for hit in hits:
                 passage = dict(hit.get("_source") or {}) | {"acl": acl}
-                annotate(passage, ja_analysis)  # token fields are never in _source: made again
+                annotate(passage, ja_analysis, ja_tokens_of(meta))  # token fields are never in _source: made again
                 batch.add(0, str(hit["_id"]), passage, {"_id": hit["_id"]})
             await _vectors(store, index, batch, meta, embedder, cache, counts)
             seen.update(batch.ids)

@@ -7,9 +7,10 @@ or spaCy: names in multi-hop questions are titles and proper nouns, where these 
 
 A Japanese name (kana or kanji in it) is keyed differently: NFKC (full-width Latin and digits and
 half-width kana folded to one width; NFKD plus dropping combining marks, as above, would turn ガ into
-カ), Latin lower-cased, quotes, punctuation and all spaces dropped ("森川　早苗" is "森川早苗"), a
-parenthetical qualifier dropped, and an honorific suffix (さん, 様, さま, 氏, 殿) dropped when two or
-more characters remain ("源氏" stays).
+カ), the 異体字 NFKC keeps apart folded as in BM25 tokens ("山﨑" is "山崎":
+:data:`~hopsearch.service.japanese.VARIANTS`), Latin lower-cased, quotes, punctuation and all spaces
+dropped ("森川　早苗" is "森川早苗"), a parenthetical qualifier dropped, and an honorific suffix (さん, 様,
+さま, 氏, 殿) dropped when two or more characters remain ("源氏" stays).
 
 :class:`EntityLinker` maps new names to entities already known in a run — by key, by the key of a
 known alias, or by the model's own ``same_as`` pointer — and records every new spelling as an alias.
@@ -22,6 +23,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from hopsearch.service.japanese import fold_variants
 from hopsearch.service.lang import detect_lang
 
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
@@ -33,7 +35,7 @@ _HONORIFIC = re.compile(r"(?:さん|様|さま|氏|殿)$")
 
 
 def _japanese_key(name: str) -> str:
-    text = unicodedata.normalize("NFKC", name).lower()
+    text = fold_variants(unicodedata.normalize("NFKC", name)).lower()
     stripped = _QUALIFIER.sub("", text)
     text = stripped if stripped.strip() else text
     text = _NON_WORD.sub("", text).replace("_", "")

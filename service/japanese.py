@@ -13,7 +13,15 @@ BM25 precision collapses. Two ways around it, recorded as ``ja_analysis`` in the
   ``whitespace`` analyzer), and Japanese queries are cut the same way.
 
 Tokens are NFKC-normalised (full-width digits and Latin fold to ASCII, half-width kana to full width) and
-lower-cased; punctuation, blanks, particles and auxiliary verbs are dropped.
+lower-cased; punctuation, blanks, particles and auxiliary verbs are dropped. From token version 2 on
+(``ja_tokens`` in ``_meta``; an index without it has version 1), the 異体字 NFKC leaves apart (髙/高, 﨑/崎,
+德/徳 …: :data:`VARIANTS`) are folded to their common form before SudachiPy reads the text, in passages and
+in queries alike, so 「山﨑」 in one document and 「山崎」 in a question are the same word. A query is cut with
+the version of the index it searches, so an older index keeps answering as it was built (a rebuild,
+``hopsearch index docs PATH --rebuild``, moves it to the current version).
+
+:class:`Synonyms` (the ``ja_synonyms`` setting: a file of comma-separated groups of company terms,
+``研究開発部, 研開``) adds the other terms of every group a Japanese query names to its BM25 text.
 """
 
 from __future__ import annotations
@@ -21,13 +29,50 @@ from __future__ import annotations
 import threading
 import unicodedata
 import warnings
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
-from hopsearch.service.errors import ConfigError
+from hopsearch.service.errors import ConfigError, InputError
 from hopsearch.service.lang import detect_lang
 
 JaAnalysis = Literal["kuromoji", "sudachi"]
+#: The token recipe new SudachiPy indices are built with (``_meta.hopsearch.ja_tokens``): 1, NFKC and
+#: lower case; 2, also :data:`VARIANTS` folded.
+TOKENS = 2
+#: 異体字 (and old forms) that NFKC keeps apart, as company names and personal names write them, and the
+#: common form they are searched as.
+VARIANTS = str.maketrans(
+    {
+        "髙": "高",
+        "﨑": "崎",
+        "嵜": "崎",
+        "碕": "崎",
+        "德": "徳",
+        "濵": "浜",
+        "濱": "浜",
+        "邊": "辺",
+        "邉": "辺",
+        "齋": "斎",
+        "齊": "斉",
+        "櫻": "桜",
+        "國": "国",
+        "澤": "沢",
+        "廣": "広",
+        "嶋": "島",
+        "嶌": "島",
+        "栁": "柳",
+        "槇": "槙",
+        "髮": "髪",
+        "惠": "恵",
+        "眞": "真",
+        "冨": "富",
+        "𠮷": "吉",
+        "曻": "昇",
+        "瀨": "瀬",
+        "舘": "館",
+    }
+)
 TOKEN_FIELDS = ("title_ja_tokens", "text_ja_tokens")
 KUROMOJI_FIELDS = ("title.ja", "text.ja")
 _DROPPED_POS = frozenset({"補助記号", "空白", "助詞", "助動詞"})
@@ -72,10 +117,12 @@ class JapaneseTokenizer:
                 f"(pip install spacy sudachipy sudachidict-core): {exc}"
             ) from exc
 
-    def tokens(self, text: str) -> list[str]:
-        """The words of ``text`` (see the module docstring)."""
+    def tokens(self, text: str, version: int = TOKENS) -> list[str]:
+        """The words of ``text`` under token recipe ``version`` (see the module docstring)."""
         if not text.strip():
             return []
+        if version >= 2:
+            text = fold_variants(text)
         with self._lock:  # a Sudachi tokenizer object is not safe to share across threads
             if self._sudachi is None:
                 self._load()
@@ -93,12 +140,35 @@ class JapaneseTokenizer:
                 out.append(token)
         return out
 
-    def joined(self, text: str) -> str:
+    def joined(self, text: str, version: int = TOKENS) -> str:
         """The words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
-        return " ".join(self.tokens(text))
+        return " ".join(self.tokens(text, version))
 
 
 _shared = JapaneseTokenizer()
+
+
+def fold_variants(text: str) -> str:
+    """``text`` with the 異体字 of :data:`VARIANTS` in their common form (NFKC is left to the caller)."""
+    return text.translate(VARIANTS)
+
+
+def ja_tokens_of(meta: Mapping[str, Any]) -> int:
+    """The token recipe an index was built with (1 where ``_meta`` does not say: before versions)."""
+    value = meta.get("ja_tokens")
+    return value if isinstance(value, int) else 1
+
+
+def ja_tokens_note(index: str, meta: Mapping[str, Any]) -> str:
+    """What to say of a SudachiPy index built with an older token recipe (empty where it is current)."""
+    version = ja_tokens_of(meta)
+    if meta.get("ja_analysis") != "sudachi" or version >= TOKENS:
+        return ""
+    return (
+        f"index [{index}] has Japanese tokens of recipe {version} < {TOKENS} (異体字 such as 髙/高, 﨑/崎 not "
+        "folded): loads into it and its queries keep that recipe, so it answers as built; "
+        "`hopsearch index docs PATH --rebuild` builds it anew with the current one"
+    )
 
 
 def tokenizer() -> JapaneseTokenizer:
@@ -106,9 +176,10 @@ def tokenizer() -> JapaneseTokenizer:
     return _shared
 
 
-def annotate(body: MutableMapping[str, Any], analysis: str | None) -> None:
-    """Add ``lang`` (unless the source set it) and, for Japanese text in a ``sudachi`` index, the token fields.
-    ``analysis`` ``None`` is an index made before languages were stored: nothing is added."""
+def annotate(body: MutableMapping[str, Any], analysis: str | None, tokens: int = TOKENS) -> None:
+    """Add ``lang`` (unless the source set it) and, for Japanese text in a ``sudachi`` index, the token fields
+    (recipe ``tokens``: the index's :func:`ja_tokens_of`). ``analysis`` ``None`` is an index made before
+    languages were stored: nothing is added."""
     if analysis is None:
         body.pop("lang", None)
         return
@@ -118,15 +189,69 @@ def annotate(body: MutableMapping[str, Any], analysis: str | None) -> None:
     body["lang"] = lang
     if lang == "ja" and analysis == "sudachi":
         tok = tokenizer()
-        body["title_ja_tokens"] = tok.joined(title)
-        body["text_ja_tokens"] = tok.joined(text)
+        body["title_ja_tokens"] = tok.joined(title, tokens)
+        body["text_ja_tokens"] = tok.joined(text, tokens)
 
 
-def ja_query(text: str, meta: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
-    """``(query text, fields)`` for a Japanese query on an index with Japanese fields, else ``None``."""
+class Synonyms:
+    """Groups of terms that name the same thing in a company (``研究開発部, 研開``; product codes, department
+    abbreviations): a Japanese query that names one term of a group searches BM25 for all of them. Terms
+    are compared NFKC-normalised, lower-cased and with :data:`VARIANTS` folded."""
+
+    def __init__(self, groups: Sequence[Sequence[str]] = ()) -> None:
+        self.groups = tuple(tuple(dict.fromkeys(_plain(t) for t in g if _plain(t))) for g in groups)
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def expand(self, text: str) -> str:
+        """``text`` and, after it, the terms of every group ``text`` names that it does not hold."""
+        plain = _plain(text)
+        extra = [term for group in self.groups if any(t in plain for t in group) for term in group if term not in plain]
+        return " ".join([text, *dict.fromkeys(extra)]) if extra else text
+
+    def canonical(self, name: str) -> str:
+        """The first term of the group ``name`` is a term of, else ``name``."""
+        plain = _plain(name)
+        for group in self.groups:
+            if plain in group:
+                return group[0]
+        return name
+
+    @classmethod
+    def read(cls, path: Path) -> Synonyms:
+        """One group a line, its terms separated by commas (``、`` too); ``#`` starts a comment. A line with
+        a single term is an :class:`InputError` naming file and line."""
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the synonyms file ({exc})", source=str(path)) from exc
+        groups = []
+        for number, line in enumerate(lines, start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            terms = [t.strip() for t in line.replace("、", ",").split(",") if t.strip()]
+            if len(terms) < 2:
+                raise InputError(f"a group needs two terms or more, got {terms}", source=str(path), position=number)
+            groups.append(terms)
+        return cls(groups)
+
+
+def _plain(text: str) -> str:
+    return fold_variants(unicodedata.normalize("NFKC", text)).lower().strip()
+
+
+def ja_query(
+    text: str, meta: Mapping[str, Any], synonyms: Synonyms | None = None
+) -> tuple[str, tuple[str, ...]] | None:
+    """``(query text, fields)`` for a Japanese query on an index with Japanese fields, else ``None``; the
+    text names the other terms of the ``synonyms`` groups it names too."""
     analysis = meta.get("ja_analysis")
     if analysis is None or detect_lang(text) != "ja":
         return None
+    if synonyms:
+        text = synonyms.expand(text)
     if analysis == "kuromoji":
         return text, KUROMOJI_FIELDS
-    return tokenizer().joined(text), TOKEN_FIELDS
+    return tokenizer().joined(text, ja_tokens_of(meta)), TOKEN_FIELDS

@@ -150,6 +150,12 @@ class Settings(BaseSettings):
     analyzer: str | None = Field(
         None, description="Text analyzer; default `english` where analysis-common exists, else `standard`."
     )
+    ja_synonyms: Path | None = Field(
+        None,
+        description="A file of company terms that name the same thing, one comma-separated group a line "
+        "(`研究開発部, 研開`): a Japanese query naming one term searches BM25 for all of them; DualRAG keys them as "
+        "one entity, under the first.",
+    )
 
     # --- embeddings ----------------------------------------------------------------------------
     embedder: Literal["minilm", "e5", "openai", "none"] = Field(

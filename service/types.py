@@ -103,6 +103,14 @@ class Searcher(Protocol):
 
 
 @runtime_checkable
+class NamingRetriever(Protocol):
+    """A retriever that knows the company's own names for things (the ``ja_synonyms`` setting): the one
+    name a group of synonyms goes by, so DualRAG keys 「研開」 and 「研究開発部」 as one entity."""
+
+    def canonical(self, name: str) -> str: ...
+
+
+@runtime_checkable
 class FusingRetriever(Protocol):
     """A retriever that also answers groups of queries fused per group (RRF, cut to ``size``) in one round
     trip: the same hits in the same order as :func:`~.fusion.rrf` over each group's ``search_many`` hits,

@@ -1,7 +1,8 @@
 """Model-free retrieval quality: recall@k and all@k of a question's supporting paragraphs.
 
-- recall@k: the share of a question's supporting paragraphs (matched by title) among its top k hits,
-  averaged over questions;
+- recall@k: the share of a question's supporting paragraphs (matched by title; for questions over
+  indexed documents, the supporting documents matched by the file name of each hit's ``path``) among
+  its top k hits, averaged over questions;
 - all@k: the share of questions with every supporting paragraph in the top k.
 
 Both overall, per question type and per number of gold paragraphs a question needs. A retrieval
@@ -15,11 +16,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from pathlib import PurePath
+from typing import Any, Literal, cast
 
 from hopsearch.service.errors import ConfigError
+from hopsearch.service.evaluation.documents import files_found
 from hopsearch.service.requests import Query
-from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
+from hopsearch.service.types import Fusion, Hit, RetrievalMode, SearchResult
 
 FUSIONS = ("rrf", "bool", "es_rrf")
 #: The search use case over the evaluated index (the front end builds the request of each batch).
@@ -35,6 +38,17 @@ class GoldItem:
     type: str
     gold_titles: frozenset[str]
     gold_ids: frozenset[str] = frozenset()
+    #: What ``gold_titles`` names: hits' titles, or the file names of the documents hits come from.
+    by: Literal["title", "file"] = "title"
+    #: For ``by="file"``: each supporting document's passage ids (:func:`.documents.file_passages`), what
+    #: a trace's passages are scored against.
+    gold_files: tuple[frozenset[str], ...] = ()
+
+    def names(self, hits: Sequence[Hit]) -> list[str]:
+        """What of each hit is matched against ``gold_titles``."""
+        if self.by == "file":
+            return [PurePath(str(hit.source.get("path") or "")).name for hit in hits]
+        return [hit.title for hit in hits]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +82,9 @@ def score_titles(item: GoldItem, titles: Sequence[str]) -> Scored:
 
 
 def score_ids(item: GoldItem, ids: Iterable[str]) -> Scored:
+    if item.by == "file":
+        share = files_found(item.gold_files, ids) or 0.0
+        return Scored(item, share, share == 1.0)
     found = item.gold_ids & set(ids)
     n = len(item.gold_ids)
     return Scored(item, len(found) / n if n else 0.0, n > 0 and len(found) == n)
@@ -108,7 +125,7 @@ async def evaluate_mode(
         chunk = items[start : start + batch]
         results = await search([query_of(spec, item.question, k) for item in chunk])
         for item, result in zip(chunk, results, strict=True):
-            scored.append(score_titles(item, [hit.title for hit in result.hits[:k]]))
+            scored.append(score_titles(item, item.names(result.hits[:k])))
             fusions[result.fusion] += 1
             if result.fusion_note:
                 notes[result.fusion_note] += 1

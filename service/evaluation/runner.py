@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hopsearch.service.evaluation.documents import files_found
 from hopsearch.service.evaluation.metrics import score
 from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.base import Answer
@@ -29,8 +30,10 @@ class EvalItem:
     answers: tuple[str, ...]
     type: str
     #: Titles of the supporting paragraphs (2Wiki / HotpotQA ``supporting_facts``, MuSiQue
-    #: ``is_supporting``); empty where the file gives none.
+    #: ``is_supporting``); empty where the file gives none. Of a question over indexed documents, the
+    #: file names, and ``gold_files`` the passage ids of each (:func:`.documents.file_passages`).
     supporting: tuple[str, ...] = ()
+    gold_files: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,8 @@ class EvalRow:
     #: The final answer's type (choice, yes_no, date, number, text) as the trace recorded it.
     answer_type: str | None = None
     #: Share of the supporting paragraphs among the passages the strategy cited over the whole
-    #: question (by title); ``None`` where the question names no supporting paragraphs.
+    #: question (by title; documents by any cited passage of theirs); ``None`` where the question names
+    #: no supporting paragraphs.
     evidence_recall: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +104,11 @@ async def evaluate_one(ask: Ask, item: EvalItem) -> EvalRow:
         trace_id=answer.trace.trace_id,
         error=str(answer.error) if answer.error else None,
         answer_type=final_answer_type(answer),
-        evidence_recall=evidence_recall(item.supporting, [c.title for c in answer.citations]),
+        evidence_recall=(
+            files_found(item.gold_files, [c.id for c in answer.citations])
+            if item.gold_files
+            else evidence_recall(item.supporting, [c.title for c in answer.citations])
+        ),
     )
 
 

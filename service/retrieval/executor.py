@@ -21,7 +21,7 @@ from hopsearch.service.attachments import renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
-from hopsearch.service.japanese import ja_query
+from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.path_filters import with_relative_paths
 from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval.bodies import bm25_body
@@ -52,6 +52,8 @@ class EsRetriever:
         self.sizes = Sizes(reranker.top_n if reranker is not None else None, rerank_candidates)
         #: stored embedder id → its query embedder (:meth:`embedder_for`)
         self._index_embedders: dict[str, Embedder | None] = {}
+        path = store.settings.ja_synonyms
+        self.synonyms = Synonyms.read(path) if path is not None else None
 
     def embedder_for(self, stored: object) -> Embedder | None:
         """The query embedder of an index whose vectors carry the embedder id ``stored`` (issue 33): the
@@ -66,6 +68,10 @@ class EsRetriever:
             self._index_embedders[stored] = found
         return self._index_embedders[stored]
 
+    def canonical(self, name: str) -> str:
+        """The first term of the ``ja_synonyms`` group ``name`` is in, else ``name``."""
+        return self.synonyms.canonical(name) if self.synonyms else name
+
     def bind(self, scope: Scope) -> BoundRetriever:
         """This retriever over ``scope`` alone (what a strategy's run reads through)."""
         return BoundRetriever(self, scope)
@@ -74,8 +80,8 @@ class EsRetriever:
         """What planning needs of ``index``: an attached index's field map, else its ``_meta.hopsearch``."""
         attachment = await self.store.attachment(index)
         if attachment is not None:
-            return IndexFacts.attached(attachment)
-        return IndexFacts(index, await self.store.index_meta(index))
+            return replace(IndexFacts.attached(attachment), synonyms=self.synonyms)
+        return IndexFacts(index, await self.store.index_meta(index), synonyms=self.synonyms)
 
     async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         """Answer every query over ``scope`` with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
@@ -118,7 +124,12 @@ class EsRetriever:
                 (
                     scope.index,
                     bm25_body(
-                        q, q.k, source=facts.source, ja=ja_query(q.text, facts.meta), searched=searched, excerpt=excerpt
+                        q,
+                        q.k,
+                        source=facts.source,
+                        ja=ja_query(q.text, facts.meta, facts.synonyms),
+                        searched=searched,
+                        excerpt=excerpt,
                     ),
                 )
                 for q in queries
@@ -192,6 +203,9 @@ class BoundRetriever:
 
     async def search_many(self, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         return await self.retriever.search_many(self.scope, queries)
+
+    def canonical(self, name: str) -> str:
+        return self.retriever.canonical(name)
 
     async def search_fused(self, groups: Sequence[Sequence[RetrievalQuery]], size: int) -> list[list[Hit]]:
         return await self.retriever.search_fused(self.scope, groups, size)

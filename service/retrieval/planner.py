@@ -18,7 +18,7 @@ from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
 from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
-from hopsearch.service.japanese import ja_query
+from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.retrieval.bodies import (
     JaQuery,
     Source,
@@ -40,6 +40,8 @@ class IndexFacts:
     meta: Mapping[str, Any]
     fields: FieldMap = HOPSEARCH_FIELDS
     attachment: Attachment | None = None
+    #: The ``ja_synonyms`` setting's groups (Japanese BM25 queries name every term of a group they name).
+    synonyms: Synonyms | None = None
 
     @classmethod
     def attached(cls, attachment: Attachment) -> IndexFacts:
@@ -169,7 +171,7 @@ def plan(
             fusion, note = choose(query.fusion, caps.info, method, caps.licence, weighted)
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
-        ja: JaQuery = ja_query(query.text, facts.meta)
+        ja: JaQuery = ja_query(query.text, facts.meta, facts.synonyms)
         bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts)
         slots = {}
         for slot, body in bodies:

@@ -27,7 +27,7 @@ from typing import Any
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.esclient import body_of, call
-from hopsearch.service.japanese import JaAnalysis, ja_analysis_for, ja_mappings
+from hopsearch.service.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.store.base import Connected
 from hopsearch.service.types import DenseMethod, Embedder
 
@@ -231,6 +231,7 @@ class IndexLifecycle(Connected):
                 "dims": embedder.dims if embedder else None,
                 "analyzer": self.analyzer,
                 "ja_analysis": self.ja_analysis,
+                "ja_tokens": TOKENS,
                 "vector_mode": self.info.dense_method if embedder else None,
                 "created_at": datetime.now(UTC).isoformat(),
             }

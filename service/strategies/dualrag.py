@@ -48,7 +48,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
 )
 from hopsearch.service.strategies.steps import ask_json, final_answer, json_step, normalise_query, read_reply
 from hopsearch.service.traces import Citation, Step
-from hopsearch.service.types import Embedder
+from hopsearch.service.types import Embedder, NamingRetriever
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,12 @@ class DualRAG(RecordedStrategy):
         )
         merged: dict[str, list[str]] = {}
         links: list[dict[str, str]] = []
+        named = context.retriever if isinstance(context.retriever, NamingRetriever) else None
         for item in read_reply(context, "identify", reply, prompt, read_entities, name="identifier", depth=depth):
-            link = run.linker.link(item.entity, item.same_as)
+            name, same_as = item.entity, item.same_as
+            if named is not None:  # the company's synonyms: one entity under its first name
+                name, same_as = named.canonical(name), named.canonical(same_as) if same_as else same_as
+            link = run.linker.link(name, same_as)
             if link is None:
                 continue
             entity = link.entity
