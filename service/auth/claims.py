@@ -9,7 +9,6 @@ are shown truncated (:func:`shown`).
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import re
 from datetime import UTC, datetime
@@ -54,9 +53,8 @@ def when(seconds: Any) -> str:
         return repr(seconds)
 
 
-@functools.lru_cache(maxsize=1024)
 def public_key(algorithm: str, pem: str) -> Any:
-    """A registered PEM parsed once per process (not on every request)."""
+    """A registered PEM parsed (the verifier keeps what it parsed: :class:`~.tokens.JwtVerifier`)."""
     try:
         return jwt.get_algorithm_by_name(algorithm).prepare_key(pem)
     except (jwt.PyJWTError, ValueError, TypeError) as exc:

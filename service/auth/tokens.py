@@ -71,6 +71,8 @@ class JwtVerifier:
         self.on_failure = on_failure
         self.clock = clock
         self._parsed: dict[tuple[str, str], jwt.PyJWK] = {}
+        #: registered PEMs parsed once per verifier, not on every request (at most a bounded number)
+        self._public: dict[tuple[str, str], Any] = {}
 
     async def verify(self, token: str) -> Caller:
         try:
@@ -78,6 +80,14 @@ class JwtVerifier:
         except (AuthenticationError, AuthorizationError) as exc:
             self._report(exc)
             raise
+
+    def _public_key(self, algorithm: str, pem: str) -> Any:
+        found = self._public.get((algorithm, pem))
+        if found is None:
+            if len(self._public) >= 1024:
+                self._public.clear()
+            found = self._public[(algorithm, pem)] = public_key(algorithm, pem)
+        return found
 
     async def aclose(self) -> None:
         if self.idp is not None:
@@ -127,7 +137,7 @@ class JwtVerifier:
                 key=name,
             )
         whose = f"API key [{name}]'s public key [{token_key.kid}]"
-        key = public_key(token_key.algorithm, token_key.public_pem)
+        key = self._public_key(token_key.algorithm, token_key.public_pem)
         try:
             leeway = self.settings.token_leeway_s
             claims = decode(token, key, token_key.algorithm, whose, require=("sub",), leeway=leeway)
