@@ -142,7 +142,8 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> None:
     """Move NAME (default: the passages alias) to the current passages schema in place, keeping every passage,
-    vector and token field (schema 2 adds acl: document permissions)."""
+    vector and token field (schema 2 adds acl: document permissions; schema 3, a chosen vector index and vectors
+    out of _source, needs a rebuild: `hopsearch index … --rebuild`)."""
     settings = load_settings()
     target = name or settings.passages_alias
 

@@ -19,6 +19,7 @@ from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
 from hopsearch.service.japanese import ja_query
 from hopsearch.service.retrieval.bodies import (
+    DEFAULT_KNN,
     SOURCE_EXCLUDES,
     JaQuery,
     Source,
@@ -27,6 +28,7 @@ from hopsearch.service.retrieval.bodies import (
     fused_body,
     unembedded_count,
 )
+from hopsearch.service.store.vector_index import KnnOptions
 from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
 
 
@@ -130,9 +132,11 @@ def plan(
     method: DenseMethod = "none",
     vectors: Mapping[int, Sequence[float]] | None = None,
     sizes: Sizes = Sizes(),
+    knn: KnnOptions = DEFAULT_KNN,
 ) -> Plan:
     """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
-    vector of each dense or hybrid query by position, ``method`` how dense scores are computed."""
+    vector of each dense or hybrid query by position, ``method`` how dense scores are computed, ``knn`` how
+    the index's kNN searches run (:func:`~hopsearch.service.store.vector_index.knn_options`)."""
     vectors = vectors or {}
     index = facts.index
     plain = facts.source
@@ -148,7 +152,7 @@ def plan(
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
         ja: JaQuery = ja_query(query.text, facts.meta)
-        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja)
+        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, knn)
         slots = {}
         for slot, body in bodies:
             slots[slot] = len(searches)
@@ -171,6 +175,7 @@ def _bodies(
     plain: Source,
     candidates: int,
     ja: JaQuery,
+    knn: KnnOptions = DEFAULT_KNN,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
     if query.mode == "bm25":
@@ -179,12 +184,12 @@ def _bodies(
     if method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
         return [("bm25", bm25_body(query, max(size, candidates), source=True, ja=ja))]
     if fusion in ("bool", "es_rrf"):
-        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja))]
+        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja, knn_options=knn))]
         if query.legs:
             out += [
                 ("bm25", bm25_body(query, size, source=plain, ja=ja)),
-                ("dense", dense_body(method, query, vector, size)),
+                ("dense", dense_body(method, query, vector, size, knn)),
             ]
         return out
     out = [("bm25", bm25_body(query, size, source=plain, ja=ja))] if query.mode == "hybrid" else []
-    return [*out, ("dense", dense_body(method, query, vector, size))]
+    return [*out, ("dense", dense_body(method, query, vector, size, knn))]

@@ -75,6 +75,7 @@ def result_of(
     vector: Sequence[float] | None,
     method: DenseMethod,
     unembedded: int = 0,
+    vector_index: str = "",
 ) -> SearchResult | None:
     """The result of one query of a plan; ``None`` where the server refused its rrf retriever (the caller
     plans it again with client-side RRF). Any other failed search raises with its reason."""
@@ -118,6 +119,7 @@ def result_of(
         fusion_note=plan.note,
         legs=legs,
         without_vectors=unembedded if vector is not None else 0,
+        vector_index=vector_index if vector is not None else "",
     )
 
 
