@@ -1,7 +1,8 @@
 """Vectors of a batch without embedding what is known: the vector cache first, then — for passages the
 source says are unchanged in the index (``SourceBatch.stored``: an ACL-only change, or a rebuild's copy of
 the old version) — the vectors the index gives back (7.17 keeps them in ``_source``; 9.x leaves them out
-and gives them back on request; 8.x from passages schema 3 keeps none there), and only then the embedder.
+and gives them back asked by name; 8.x from passages schema 3 keeps them out and gives them back as doc
+values), and only then the embedder.
 
 A re-sent passage is always a whole document (a partial ``_update`` would drop the token fields kept out of
 ``_source``, and vectors where they are excluded), so an unchanged passage needs its vector again: this
@@ -42,12 +43,15 @@ async def stored_vectors(
 ) -> dict[int, tuple[list[float] | None, str]]:
     """Vectors the index holds for these passages (by position in ``ids``), where the stored title and text
     are the passage's and (with ``embedder_id``) the vector is that model's; the vector is ``None`` where the
-    index has one (``embedder`` is set) but keeps it out of ``_source`` (8.x, passages schema 3). One
-    ``_mget`` (a load reads as the service: no caller's ACL applies; 9.x gives back the vectors it leaves out
-    of ``_source`` where they are asked for by name, as here)."""
+    index has one (``embedder`` is set) but does not give it back. One ``_mget`` (a load reads as the service:
+    no caller's ACL applies; 9.x gives back the vectors it leaves out of ``_source`` where they are asked for
+    by name, as here), on 8.x one search (:func:`vectors_of`)."""
     if not ids:
         return {}
-    found = await store.get_sources(index, list(ids), STORED_FIELDS)
+    if store.info.major == 8:
+        found = await vectors_of(store, index, ids)
+    else:
+        found = await store.get_sources(index, list(ids), STORED_FIELDS)
     out: dict[int, tuple[list[float] | None, str]] = {}
     for i, (doc_id, body) in enumerate(zip(ids, bodies, strict=True)):
         held = found.get(doc_id)
@@ -59,6 +63,27 @@ async def stored_vectors(
             continue
         vector = held.get("embedding")
         out[i] = (list(vector) if vector else None, str(held["embedder"]))
+    return out
+
+
+async def vectors_of(store: Store, index: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """:data:`STORED_FIELDS` of the passages ``ids`` on 8.x, whose vectors a passages index of schema 3 keeps
+    out of ``_source``: the float vectors come back as doc values (``docvalue_fields``; every
+    ``index_options`` type keeps them, the quantized ones for rescoring). A search, so a passage written since
+    the last refresh is not found (it is embedded again, or taken from the cache)."""
+    body = {
+        "size": len(ids),
+        "query": {"ids": {"values": list(ids)}},
+        "_source": [name for name in STORED_FIELDS if name != "embedding"],
+        "docvalue_fields": ["embedding"],
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for hit in (await store.search(index, body))["hits"]["hits"]:
+        source = dict(hit.get("_source") or {})
+        values = (hit.get("fields") or {}).get("embedding")
+        if values:
+            source["embedding"] = values[0]
+        out[str(hit["_id"])] = source
     return out
 
 

@@ -20,22 +20,13 @@ from tests.loader_files import write_dpr
 from tests.scopes import asking, bound
 from tests.test_loaders_docs import build_tree, opts
 from tests.test_loaders_es import options
+from tests.vector_readback import held_vectors
 
 
 async def without_vectors(store: Store) -> int:
-    """Documents without a vector (read back where ``_source`` gives it: 7.17, 9.x asked by name; on 8.x,
-    which keeps vectors out of ``_source``, the indexed vector field itself: not a marker field)."""
+    """Documents without a vector, read back (:func:`~tests.vector_readback.held_vectors`)."""
     await store.refresh()
-    alias = store.settings.passages_alias
-    if store.info.major == 8:
-        body = {
-            "size": 0,
-            "track_total_hits": True,
-            "query": {"bool": {"must_not": [{"exists": {"field": "embedding"}}]}},
-        }
-        return int((await store.search(alias, body))["hits"]["total"]["value"])
-    response = await store.search(alias, {"size": 1000, "_source": ["embedding"]})
-    return sum(1 for hit in response["hits"]["hits"] if not hit["_source"].get("embedding"))
+    return sum(1 for _, vector in (await held_vectors(store)).values() if not vector)
 
 
 async def test_docs_no_embed_then_embedding_load_gives_every_chunk_a_vector(

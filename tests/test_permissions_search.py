@@ -168,7 +168,9 @@ async def test_an_index_made_before_permissions_reads_as_acl_default_and_says_ho
         [result] = await usecases.search(
             runtime, usecases.search_request(runtime, [Query(QUERY, k=10)], caller=CALLERS["public"])
         )
-        assert found_markers(result) == MARKERS and result.index_note == ""
+        # schema 2 now: permissions apply; what it still lacks (schema 3) needs a rebuild, and the note says so
+        assert found_markers(result) == MARKERS and "acl_default" not in result.index_note
+        assert "--rebuild" in result.index_note and "schema 2 < 3" in result.index_note
         assert await store.count(name) == len(rows)
     finally:
         await _drop(runtime)
