@@ -238,7 +238,7 @@ def memory(url: str, name: str, kind: str, dims: int, count: int) -> str:
         quantized = sum(v for k, v in parts.items() if k in ("veq", "veb"))
         graph = parts.get("vex", 0)
         searched = (quantized or parts.get("vec", 0)) + graph
-        detail = " ".join(f"{k} {v / count:.0f}" for k, v in parts.items() if k != "size")
+        detail = " ".join(f"{k} {v / count:.0f}" for k, v in parts.items() if k != "size_bytes")
         return f"{searched / count:7.0f} B (off_heap: {detail})"
     return f"{vector_bytes(kind, dims):7.0f} B (formula, no graph)"
 
