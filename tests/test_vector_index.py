@@ -147,6 +147,19 @@ async def _tops(store: Store, embedder: MiniLMEmbedder, mode: str) -> list[Searc
     return await retriever.search_many([RetrievalQuery(q, mode=mode, k=3) for q, _ in QUESTIONS])  # type: ignore[arg-type]
 
 
+def recorded(store: Store) -> list[dict[str, Any]]:
+    """The bodies of every ``_msearch`` the store sends from now on (they still go to Elasticsearch)."""
+    sent: list[dict[str, Any]] = []
+    msearch = store.msearch
+
+    async def recording(searches: Sequence[tuple[str, dict[str, Any]]], **kw: Any) -> list[dict[str, Any]]:
+        sent.extend(body for _, body in searches)
+        return await msearch(searches, **kw)
+
+    store.msearch = recording  # type: ignore[method-assign]
+    return sent
+
+
 @pytest.fixture
 async def each_kind(store: Store) -> AsyncIterator[list[str]]:
     kinds = ["auto", *KINDS] if store.info.knn else ["auto"]
@@ -179,14 +192,20 @@ async def test_each_value_creates_its_mapping_and_answers_dense_and_hybrid(
         assert doc is not None and doc["title"] == "Etna"
         assert ("embedding" in doc) == (store.info.major == 7), (kind, sorted(doc))
         assert ("embedding" in source.get("excludes", [])) == (store.info.major == 8)
+        sent = recorded(one)
         for mode in ("dense", "hybrid"):
             results = await _tops(one, minilm, mode)
             for result, (question, wanted) in zip(results, QUESTIONS, strict=True):
                 assert result.hits and result.hits[0].id == wanted, (kind, mode, question, result.hits[:2])
                 assert result.vector_index == (expected or "none"), (kind, mode)
                 assert all("embedding" not in hit.source for hit in result.hits)
-        if expected in ("bbq_hnsw", "int4_hnsw") and store.info.version >= (8, 18):
-            assert one.settings.knn_oversample > 0  # and the knn searches above were rescored (bodies test)
+        # the kNN searches sent: rescored with the float vectors where the type is a coarse quantization
+        knns = [b["knn"] for b in sent if "knn" in b]
+        knns += [c["knn"] for b in sent for c in b.get("query", {}).get("bool", {}).get("should", []) if "knn" in c]
+        assert len(knns) == (2 * len(QUESTIONS) if expected else 0), (kind, len(knns))
+        rescored = expected in ("bbq_hnsw", "int4_hnsw")
+        assert all(("rescore_vector" in knn) == rescored for knn in knns), kind
+        assert all(knn.get("rescore_vector", {}).get("oversample", 3.0) == 3.0 for knn in knns)
 
 
 async def test_an_unsupported_value_is_refused_at_index_creation_naming_the_version(
