@@ -60,7 +60,7 @@ def indices() -> None:
 @indices.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
 def list_indices(as_json: bool) -> None:
-    """Indices under the prefix: aliases, documents, size, embedder and analyzer (from _meta)."""
+    """Indices under the prefix: aliases, documents, size, embedder, vector index and analyzer (from _meta)."""
     settings = load_settings()
     rows = _with_store(settings, lambda store: store.prefix_indices())
     if as_json:
@@ -73,7 +73,7 @@ def list_indices(as_json: bool) -> None:
         click.echo(f"no indices under {settings.index_prefix}-")
         return
     table = Table(title=f"indices under {settings.index_prefix}-")
-    for column in ("index", "aliases", "documents", "size", "embedder", "analyzer", "schema", "created"):
+    for column in ("index", "aliases", "documents", "size", "embedder", "vectors", "analyzer", "schema", "created"):
         table.add_column(column, overflow="fold")
     notes = []
     for row in rows:
@@ -87,6 +87,7 @@ def list_indices(as_json: bool) -> None:
             f"{row['documents']:,}" if isinstance(row["documents"], int) else "",
             _size(row["bytes"]),
             str(meta.get("embedder") or ("none" if meta else "")),
+            str(meta.get("vector_index") or ""),
             str(meta.get("analyzer") or ""),
             (f"{version} (old)" if note else str(version)) if version else "",
             str(row["created"] or "")[:19],
