@@ -62,7 +62,7 @@ def indices() -> None:
 @indices.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
 def list_indices(as_json: bool) -> None:
-    """Indices under the prefix: aliases, documents, size, embedder and analyzer (from _meta)."""
+    """Indices under the prefix: aliases, documents, size, embedder, vector index and analyzer (from _meta)."""
     settings = load_settings()
 
     async def work(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -82,7 +82,7 @@ def list_indices(as_json: bool) -> None:
         click.echo(f"no indices under {settings.index_prefix}-")
         return
     table = Table(title=f"indices under {settings.index_prefix}-")
-    for column in ("index", "aliases", "documents", "size", "embedder", "analyzer", "schema", "created"):
+    for column in ("index", "aliases", "documents", "size", "embedder", "vectors", "analyzer", "schema", "created"):
         table.add_column(column, overflow="fold")
     notes = []
     for row in rows:
@@ -98,6 +98,7 @@ def list_indices(as_json: bool) -> None:
             f"{row['documents']:,}" if isinstance(row["documents"], int) else "",
             _size(row["bytes"]),
             str(meta.get("embedder") or ("none" if meta else "")),
+            str(meta.get("vector_index") or ""),
             str(meta.get("analyzer") or ""),
             (f"{version} (old)" if note else str(version)) if version else "",
             str(row["created"] or "")[:19],
@@ -187,7 +188,8 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> None:
     """Move NAME (default: the passages alias) to the current passages schema in place, keeping every passage,
-    vector and token field (schema 2 adds acl: document permissions)."""
+    vector and token field (schema 2 adds acl: document permissions; schema 3, a chosen vector index and vectors
+    out of _source, needs a rebuild: `hopsearch index … --rebuild`)."""
     settings = load_settings()
     target = name or settings.passages_alias
 

@@ -293,7 +293,8 @@ async def run_load(
             letters = DeadLetters(dl_path, source=str(source.path), keep_through=kept)
             tracker = _Tracker(checkpoint, ck_path, letters, progress)
             progress.start(source.total(), checkpoint.progress, checkpoint.read)
-            cache = VectorCache.for_settings(settings) if embedder is not None else None
+            reuses = embedder is not None or bool(getattr(source, "reuses_vectors", False))
+            cache = VectorCache.for_settings(settings) if reuses else None
             try:
                 with _few_gc_passes():
                     meta = await store.index_meta(index)

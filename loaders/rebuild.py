@@ -5,7 +5,9 @@ that load read, and the old version was deleted: rebuilding for a folder (as the
 dropped every other source's passages. Now, once the source is loaded, the passages of the old version
 that the load does not own (:meth:`Source.own_passages`: another folder, another kind) are copied into
 the new one, client-side — paged with ``search_after``, embedded with the load's embedder where it has
-one (the old version may have none, or another model's), and bulk-indexed through the same ``_bulk``
+one (the old version may have none, or another model's: the vector cache first, then the old version's
+own vectors of that model where it gives them back, :func:`~.reuse.fill_vectors`, then the embedder: 8.x
+keeps them out of ``_source``), and bulk-indexed through the same ``_bulk``
 path as the load — and only then does the alias move. A copy that fails stops the load before the
 alias moves (the old version still answers); ``--resume`` copies again (same ids: no duplicates).
 """
@@ -19,6 +21,8 @@ from typing import Any
 from hopsearch.loaders.bulk import send_batch
 from hopsearch.loaders.model import LoadOptions, SourceBatch
 from hopsearch.loaders.refusals import error_text
+from hopsearch.loaders.reuse import VectorCounts, fill_vectors
+from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import EmbedderMismatch, StoreError
 from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
@@ -40,10 +44,29 @@ async def copy_rest(
     ja_analysis: str | None,
 ) -> int:
     """Copy the passages of ``old`` that ``own`` does not match into ``new``; returns how many."""
+    cache = VectorCache.for_settings(store.settings) if embedder is not None else None
+    try:
+        return await _copy(store, old, new, own, embedder, options, ja_analysis, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+async def _copy(
+    store: Store,
+    old: str,
+    new: str,
+    own: dict[str, Any],
+    embedder: Embedder | None,
+    options: LoadOptions,
+    ja_analysis: str | None,
+    cache: VectorCache | None,
+) -> int:
     size = max(100, min(options.batch_size, 5000))
     query = {"bool": {"must_not": [own]}}
     after: list[Any] | None = None
     copied = 0
+    counts = VectorCounts()
     log.info("rebuild: copying the passages of [%s] this load does not rewrite into [%s]", old, new)
     while True:
         body: dict[str, Any] = {"size": size, "query": query, "sort": SORT}
@@ -51,6 +74,7 @@ async def copy_rest(
             body["search_after"] = after
         hits = (await store.search(old, body))["hits"]["hits"]
         if not hits:
+            log.info("rebuild: %d passages copied, vectors %s", copied, counts.to_dict())
             return copied
         batch = SourceBatch(after=0)
         for hit in hits:
@@ -59,11 +83,9 @@ async def copy_rest(
             passage.pop("embedder", None)
             annotate(passage, ja_analysis)  # token fields are never in _source: made again for this index
             batch.add(0, str(hit["_id"]), passage, {"_id": hit["_id"]})
-        if embedder is not None:
-            texts = [f"{b.get('title', '')}\n{b.get('text', '')}" for b in batch.bodies]
-            for passage, vector in zip(batch.bodies, await embedder.embed(texts), strict=True):
-                passage["embedding"] = vector
-                passage["embedder"] = embedder.model_id
+        if embedder is not None:  # every passage is the old version's as it is: its vector may be reused
+            batch.stored = list(range(len(batch.bodies)))
+            await fill_vectors(store, old, batch, embedder, cache, counts)
         _, failures = await send_batch(store, new, batch, options)
         if failures:
             _, item = next(iter(failures[0].items()))

@@ -26,7 +26,7 @@ from hopsearch.service.access import document_acl
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.japanese import annotate, ja_tokens_of
 from hopsearch.service.store import Store
-from hopsearch.service.store.indices import SCHEMA_VERSION
+from hopsearch.service.store.indices import IN_PLACE_VERSION
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ async def upgrade_index(
     done = await store.upgrade_in_place(name)
     rows: list[dict[str, Any]] = []
     for index, before in done:
-        row: dict[str, Any] = {"index": index, "from": before, "to": SCHEMA_VERSION}
+        row: dict[str, Any] = {"index": index, "from": before, "to": max(before, IN_PLACE_VERSION)}
         if principals is not None:
             row["acl_given"], row["vectors"] = await _give_acl(store, index, principals, embedder, batch_size)
         rows.append(row)
@@ -106,15 +106,18 @@ async def _vectors(
     counts: VectorCounts,
 ) -> None:
     """Vectors for the passages whose ``_source`` holds none, where the index has vectors (kept out of
-    ``_source``): the cache, else the configured embedder, which must be the index's."""
+    ``_source``): the cache, the index where it gives them back (9.x), else the configured embedder, which
+    must be the index's (without one, a passage none of those has stops the run: no vector is dropped)."""
     model = meta.get("embedder")
     lacking = [i for i, body in enumerate(batch.bodies) if model and "embedding" not in body]
     if not lacking:
         return
-    if embedder is None or embedder.model_id != model:
-        have = embedder.model_id if embedder is not None else "none"
-        raise ConfigError(f"[{index}] keeps vectors of {model!r} out of _source: set HOPSEARCH_EMBEDDER to it ({have})")
+    if embedder is not None and embedder.model_id != model:
+        raise ConfigError(
+            f"[{index}] keeps vectors of {model!r} out of _source: set HOPSEARCH_EMBEDDER to it ({embedder.model_id})"
+        )
     part = SourceBatch(after=0)
     for i in lacking:
         part.add(0, batch.ids[i], batch.bodies[i], {})
+    part.stored = list(range(len(lacking)))  # unchanged: the index may give its vectors back
     await fill_vectors(store, index, part, embedder, cache, counts)

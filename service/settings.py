@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 UrlList = Annotated[list[str], NoDecode]
 #: What an IdP token may be signed with, and what an IdP user may do (never ``admin``).
+VectorIndex = Literal["auto", "hnsw", "int8_hnsw", "int4_hnsw", "bbq_hnsw", "flat", "int8_flat"]
 IdpAlgorithm = Literal["RS256", "EdDSA", "ES256"]
 IdpAction = Literal["search", "ask", "outlines", "traces"]
 #: The default of ``proxy_allow``: reads and searches on indices, nothing cluster- or node-wide (no
@@ -180,6 +181,30 @@ class Settings(BaseSettings):
         le=256,
         description="Requests in flight at once on the `openai` embeddings server, over every batch being "
         "embedded (a GPU server batches them together; the loader embeds two loader batches at once).",
+    )
+
+    vector_index: VectorIndex = Field(
+        "auto",
+        description="How new passages indices index their vectors (`index_options.type`): `auto`, the best the "
+        "cluster offers (bbq_hnsw with oversampled rescoring for 384+ dimensions on 8.18+, else int8_hnsw on "
+        "8.12+, else hnsw; 7.17: no vector index, as before), or `hnsw`, `int8_hnsw`, `int4_hnsw`, `bbq_hnsw`, "
+        "`flat`, `int8_flat` (refused at index creation where the version lacks it). Recorded in the index "
+        "`_meta` (`vector_index`) and in every dense and hybrid result.",
+    )
+    knn_num_candidates: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="`num_candidates` of a kNN search: at least this many, and at least 10 per hit asked (at most "
+        "10,000, Elasticsearch's limit).",
+    )
+    knn_oversample: float = Field(
+        3.0,
+        ge=0,
+        le=100,
+        description="`rescore_vector.oversample` of kNN searches over bbq_hnsw and int4_hnsw indices (8.18+): that "
+        "many times k candidates are rescored with the float vectors; 0: no rescoring (and `auto` then "
+        "picks int8_hnsw).",
     )
 
     # --- retrieval -----------------------------------------------------------------------------

@@ -86,6 +86,9 @@ class SearchResult:
     without_vectors: int = 0
     #: What to say of the index (an older passages schema, and the command that moves it); empty if nothing.
     index_note: str = ""
+    #: dense/hybrid only: the index's vector index (``_meta.hopsearch.vector_index``: ``bbq_hnsw`` …;
+    #: ``default``: made before it was recorded, Elasticsearch's default; ``none``: exact scores, no index).
+    vector_index: str = ""
 
 
 class Retriever(Protocol):

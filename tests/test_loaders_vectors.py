@@ -20,13 +20,13 @@ from tests.loader_files import write_dpr
 from tests.scopes import asking, bound
 from tests.test_loaders_docs import build_tree, opts
 from tests.test_loaders_es import options
+from tests.vector_readback import held_vectors
 
 
 async def without_vectors(store: Store) -> int:
-    """Documents whose ``_source`` has no vector (read back, not inferred from a marker field)."""
+    """Documents without a vector, read back (:func:`~tests.vector_readback.held_vectors`)."""
     await store.refresh()
-    response = await store.search(store.settings.passages_alias, {"size": 1000, "_source": ["embedding"]})
-    return sum(1 for hit in response["hits"]["hits"] if not hit["_source"].get("embedding"))
+    return sum(1 for _, vector in (await held_vectors(store)).values() if not vector)
 
 
 async def test_docs_no_embed_then_embedding_load_gives_every_chunk_a_vector(

@@ -26,6 +26,7 @@ from hopsearch.service.requests import Query
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
+from tests.vector_readback import held_vectors
 
 PARA = "Every employee reads this paragraph about the travel policy and the salary review process. " * 3
 
@@ -209,9 +210,9 @@ async def test_an_acl_change_resends_whole_documents_without_embedding_them_agai
 
 
 async def _vectors(store: Store) -> dict[str, Any]:
-    body = {"size": 1000, "query": {"match_all": {}}, "_source": ["embedding", "embedder"]}
-    hits = (await store.search(store.settings.passages_alias, body))["hits"]["hits"]
-    return {hit["_id"]: (hit["_source"].get("embedder"), hit["_source"].get("embedding")) for hit in hits}
+    held = await held_vectors(store)
+    assert held and all(vector for _, vector in held.values())  # every passage has one (read back)
+    return held
 
 
 def test_the_cli_takes_acl_and_refuses_a_bad_one(tmp_path: Path) -> None:

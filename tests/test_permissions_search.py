@@ -20,7 +20,7 @@ from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.requests import Query
 from hopsearch.service.retrieval.readers import passages_by_id
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.store.indices import SCHEMA_VERSION
+from hopsearch.service.store.indices import IN_PLACE_VERSION
 from hopsearch.service.types import RetrievalQuery
 from tests.conftest import EsNode, make_settings
 from tests.permissions_corpus import (
@@ -157,18 +157,20 @@ async def test_an_index_made_before_permissions_reads_as_acl_default_and_says_ho
             {
                 "index": name,
                 "from": 1,
-                "to": SCHEMA_VERSION,
+                "to": IN_PLACE_VERSION,
                 "acl_given": len(rows),
                 "vectors": done["indices"][0]["vectors"],
             }
         ]
         await store.refresh(name)
         meta = await store.index_meta(name)
-        assert meta["schema_version"] == SCHEMA_VERSION and meta["upgraded_from"] == 1
+        assert meta["schema_version"] == IN_PLACE_VERSION and meta["upgraded_from"] == 1
         [result] = await usecases.search(
             runtime, usecases.search_request(runtime, [Query(QUERY, k=10)], caller=CALLERS["public"])
         )
-        assert found_markers(result) == MARKERS and result.index_note == ""
+        # schema 2 now: permissions apply; what it still lacks (schema 3) needs a rebuild, and the note says so
+        assert found_markers(result) == MARKERS and "acl_default" not in result.index_note
+        assert "--rebuild" in result.index_note and "schema 2 < 3" in result.index_note
         assert await store.count(name) == len(rows)
     finally:
         await _drop(runtime)

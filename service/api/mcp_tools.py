@@ -102,6 +102,8 @@ def build_server(state: ApiState) -> MCPServer:
         state.metrics.retrieval(result.mode)
         hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
         found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+        if result.vector_index:
+            found["vector_index"] = result.vector_index
         if result.index_note:
             found["index_note"] = result.index_note
         return found

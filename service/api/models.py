@@ -168,6 +168,11 @@ class SearchResponse(BaseModel):
 class RetrieveResponse(SearchResponse):
     mode: RetrievalMode
     dense_method: Literal["knn", "script_score", "rerank", "none"]
+    vector_index: str | None = Field(
+        None,
+        description="Dense and hybrid only: the index's vector index (`bbq_hnsw`, `int8_hnsw`, … as its `_meta` "
+        "records it; `default`: Elasticsearch's, made before it was recorded; `none`: exact scores).",
+    )
     fusion: Fusion
     fusion_note: str | None = None
     reranked_by: str | None = None

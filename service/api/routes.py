@@ -61,6 +61,8 @@ def retrieve_envelope(
     body = search_envelope(took, _hit_dicts(index, result.hits, shown))
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
+    if result.vector_index:
+        body["vector_index"] = result.vector_index
     body["fusion"] = result.fusion
     if result.fusion_note:
         body["fusion_note"] = result.fusion_note

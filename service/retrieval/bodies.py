@@ -3,7 +3,8 @@ the scope's: :func:`~hopsearch.service.retrieval.planner.scoped`), a vector and 
 
 - BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5; a Japanese query
   searches the index's Japanese fields instead (``ja``: kuromoji sub-fields or SudachiPy tokens).
-- Dense: top-level ``knn`` (8.x), exact ``script_score`` cosine (7.17 with vectors).
+- Dense: top-level ``knn`` (8.x; ``num_candidates`` and ``rescore_vector`` as the index's
+  :class:`~hopsearch.service.store.vector_index.KnnOptions` say), exact ``script_score`` cosine (7.17).
 - One-request hybrids: ``bool.should`` of the BM25 clause and a dense clause; Elasticsearch's ``rrf``
   retriever over a standard and a ``knn`` retriever.
 - The count of documents without a vector (what a dense search cannot see).
@@ -15,9 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hopsearch.service.fusion import RRF_K
+from hopsearch.service.store.vector_index import KnnOptions
 from hopsearch.service.types import Fusion, RetrievalQuery
 
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
+#: ``num_candidates`` at least 100 (and 10 per hit), no rescoring: what an index without options gets.
+DEFAULT_KNN = KnnOptions()
 Source = bool | Mapping[str, Any]
 #: The fields BM25 searches in hopsearch's passages (an attached index's are its field map's).
 SEARCHED = ("title", "text")
@@ -87,25 +91,38 @@ def excerpt_of(field: str) -> dict[str, Any]:
     return {"pre_tags": [""], "post_tags": [""], "fields": {field: spec}}
 
 
-def knn_clause(query: RetrievalQuery, vector: Sequence[float], size: int, field: str = VECTOR) -> dict[str, Any]:
+def knn_clause(
+    query: RetrievalQuery,
+    vector: Sequence[float],
+    size: int,
+    field: str = VECTOR,
+    knn_options: KnnOptions = DEFAULT_KNN,
+) -> dict[str, Any]:
     """The kNN search of a query (top-level ``knn``, ``knn`` retriever) over the vector ``field``; ``size``
-    neighbours, filtered inside the search (``k`` counts after filtering)."""
+    neighbours, filtered inside the search (``k`` counts after filtering); ``knn_options``: candidates and
+    rescoring."""
     knn: dict[str, Any] = {
         "field": field,
         "query_vector": list(vector),
         "k": size,
-        "num_candidates": max(100, size * 10),
+        "num_candidates": knn_options.candidates(size),
     }
+    if knn_options.oversample > 0:
+        knn["rescore_vector"] = {"oversample": knn_options.oversample}
     if query.filters:
         knn["filter"] = filters_of(query)
     return knn
 
 
 def knn_body(
-    query: RetrievalQuery, vector: Sequence[float], size: int | None = None, field: str = VECTOR
+    query: RetrievalQuery,
+    vector: Sequence[float],
+    size: int | None = None,
+    field: str = VECTOR,
+    knn_options: KnnOptions = DEFAULT_KNN,
 ) -> dict[str, Any]:
     size = size or query.k
-    return {"size": size, "knn": knn_clause(query, vector, size, field), "_source": source_excludes(field)}
+    return {"size": size, "knn": knn_clause(query, vector, size, field, knn_options), "_source": source_excludes(field)}
 
 
 def script_score_clause(
@@ -129,11 +146,16 @@ def script_score_body(
 
 
 def dense_body(
-    method: str, query: RetrievalQuery, vector: Sequence[float], size: int, field: str = VECTOR
+    method: str,
+    query: RetrievalQuery,
+    vector: Sequence[float],
+    size: int,
+    field: str = VECTOR,
+    knn_options: KnnOptions = DEFAULT_KNN,
 ) -> dict[str, Any]:
     """The dense leg of ``method`` (``knn`` or ``script_score``) over the vector ``field``."""
     if method == "knn":
-        return knn_body(query, vector, size, field)
+        return knn_body(query, vector, size, field, knn_options)
     return script_score_body(query, vector, size, field)
 
 
@@ -174,15 +196,16 @@ def fused_body(
     ja: JaQuery = None,
     searched: Sequence[str] = SEARCHED,
     field: str = VECTOR,
+    knn_options: KnnOptions = DEFAULT_KNN,
 ) -> dict[str, Any]:
     """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
         match = _match(query, ja, searched=searched)
-        body = rrf_retriever_body(match, knn_clause(query, vector, size, field), filters_of(query), size)
+        body = rrf_retriever_body(match, knn_clause(query, vector, size, field, knn_options), filters_of(query), size)
     else:
         if method == "knn":
-            dense = knn_clause(query, vector, size, field)
+            dense = knn_clause(query, vector, size, field, knn_options)
             del dense["k"]  # the knn QUERY (8.12+) takes num_candidates; k only from 8.15 on
             if w_dense != 1.0:
                 dense["boost"] = w_dense

@@ -30,6 +30,7 @@ from hopsearch.service.retrieval.readers import shown, shown_hits
 from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
+from hopsearch.service.store.vector_index import knn_options
 from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,9 @@ class EsRetriever:
             assert embedder is not None
             embedded = await embed_queries(embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
+        kind = index_kind(facts, method)
+        settings = self.store.settings
+        knn = knn_options(kind, self.store.info, settings.knn_num_candidates, settings.knn_oversample)
         licence = None
         if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):
             licence = licence_of(await self.store.licence())
@@ -162,7 +166,7 @@ class EsRetriever:
             caps = Capabilities(self.store.info, licence, self.store.rrf_refusal)
             batch = [queries[i] for i in todo]
             batch_vectors = {n: vectors[i] for n, i in enumerate(todo) if i in vectors}
-            planned = plan(batch, scope, facts, caps, method=method, vectors=batch_vectors, sizes=self.sizes)
+            planned = plan(batch, scope, facts, caps, method=method, vectors=batch_vectors, sizes=self.sizes, knn=knn)
             try:
                 responses = await self.store.msearch(planned.searches, keep_errors=planned.keep_errors)
             except StoreError as exc:  # a server without the rrf retriever fails the whole _msearch (a 400)
@@ -173,7 +177,9 @@ class EsRetriever:
             unembedded = total_of(responses[planned.gap_slot]) if planned.gap_slot >= 0 else 0
             again: list[int] = []
             for n, (i, query_plan) in enumerate(zip(todo, planned.queries, strict=True)):
-                results[i] = result_of(query_plan, responses, batch_vectors.get(n), method, unembedded, facts.fields)
+                results[i] = result_of(
+                    query_plan, responses, batch_vectors.get(n), method, unembedded, facts.fields, kind
+                )
                 if results[i] is None:  # the server refused its rrf retriever for this one
                     if not self.store.rrf_refusal:
                         self.store.rrf_refusal = item_reason(responses[query_plan.slots["fused"]])
@@ -191,6 +197,15 @@ class EsRetriever:
             return result
         hits = await self.reranker.rerank(result.query.text, result.hits)
         return replace(result, hits=tuple(hits[: result.query.k]), reranked_by=self.reranker.model)
+
+
+def index_kind(facts: IndexFacts, method: DenseMethod) -> str:
+    """What a dense or hybrid result says of the index's vector index: as its ``_meta`` records it, else
+    ``default`` (kNN over an index made before it was recorded) or ``none`` (exact scores)."""
+    recorded = facts.meta.get("vector_index")
+    if recorded:
+        return str(recorded)
+    return "default" if method == "knn" else "none"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
 from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.retrieval.bodies import (
+    DEFAULT_KNN,
     JaQuery,
     Source,
     bm25_body,
@@ -28,6 +29,7 @@ from hopsearch.service.retrieval.bodies import (
     source_excludes,
     unembedded_count,
 )
+from hopsearch.service.store.vector_index import KnnOptions
 from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
 
 
@@ -154,9 +156,11 @@ def plan(
     method: DenseMethod = "none",
     vectors: Mapping[int, Sequence[float]] | None = None,
     sizes: Sizes = Sizes(),
+    knn: KnnOptions = DEFAULT_KNN,
 ) -> Plan:
     """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
-    vector of each dense or hybrid query by position, ``method`` how dense scores are computed."""
+    vector of each dense or hybrid query by position, ``method`` how dense scores are computed, ``knn`` how
+    the index's kNN searches run (:func:`~hopsearch.service.store.vector_index.knn_options`)."""
     vectors = vectors or {}
     index = facts.index
     plain = facts.source
@@ -172,7 +176,7 @@ def plan(
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
         ja: JaQuery = ja_query(query.text, facts.meta, facts.synonyms)
-        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts)
+        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts, knn)
         slots = {}
         for slot, body in bodies:
             slots[slot] = len(searches)
@@ -198,6 +202,7 @@ def _bodies(
     candidates: int,
     ja: JaQuery,
     facts: IndexFacts,
+    knn: KnnOptions = DEFAULT_KNN,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
     searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
@@ -208,12 +213,13 @@ def _bodies(
         wide = max(size, candidates)
         return [("bm25", bm25_body(query, wide, source=True, ja=ja, searched=searched, excerpt=excerpt))]
     if fusion in ("bool", "es_rrf"):
-        out = [("fused", fused_body(fusion, query, vector, method, size, ja=ja, searched=searched, field=field))]
+        fused = fused_body(fusion, query, vector, method, size, ja=ja, searched=searched, field=field, knn_options=knn)
+        out = [("fused", fused)]
         if query.legs:
             out += [
                 ("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt)),
-                ("dense", dense_body(method, query, vector, size, field)),
+                ("dense", dense_body(method, query, vector, size, field, knn)),
             ]
         return out
     bm25 = [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
-    return [*(bm25 if query.mode == "hybrid" else []), ("dense", dense_body(method, query, vector, size, field))]
+    return [*(bm25 if query.mode == "hybrid" else []), ("dense", dense_body(method, query, vector, size, field, knn))]

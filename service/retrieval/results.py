@@ -105,6 +105,7 @@ def result_of(
     method: DenseMethod,
     unembedded: int = 0,
     fields: FieldMap = HOPSEARCH_FIELDS,
+    vector_index: str = "",
 ) -> SearchResult | None:
     """The result of one query of a plan; ``None`` where the server refused its rrf retriever (the caller
     plans it again with client-side RRF). Any other failed search raises with its reason. Hits are read
@@ -155,6 +156,7 @@ def result_of(
         fusion_note=plan.note,
         legs=legs,
         without_vectors=unembedded if vector is not None else 0,
+        vector_index=vector_index if vector is not None else "",
     )
 
 

@@ -12,7 +12,12 @@ an index made under an older version keeps answering as it is, every answer that
 list`` and ``doctor`` say so and name the command that moves it (:func:`schema_note`), and ``hopsearch
 indices upgrade`` moves it (:meth:`IndexLifecycle.upgrade_in_place` where the change only adds fields, as
 2 does). Versions: 1, the first; 2, ``acl`` (the principals that may read a passage; an index without it
-reads every passage as ``acl_default``).
+reads every passage as ``acl_default``); 3, the vector index chosen by ``HOPSEARCH_VECTOR_INDEX``
+(``_meta.hopsearch.vector_index``, :mod:`.vector_index`) and vectors kept out of ``_source`` on 8.x
+(``_source.excludes``; 9.x leaves them out by default and gives them back on request; 7.17 keeps them, its
+dense scores read them). Neither can be changed in an existing index: an index of schema 2 answers as it
+is (vectors in ``_source``) and a rebuild (``hopsearch index … --rebuild``) makes a new version of schema 3;
+``indices upgrade`` moves an index in place to schema 2 at most (:data:`IN_PLACE_VERSION`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
 from hopsearch.service.esclient import body_of, call
 from hopsearch.service.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.store.base import Connected
+from hopsearch.service.store.vector_index import choose_vector_index
 from hopsearch.service.types import DenseMethod, Embedder
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The newest schema an older index reaches in place (``indices upgrade``); later ones need a rebuild.
+IN_PLACE_VERSION = 2
 #: What each schema version added, for the messages that say how to move an older index.
-SCHEMA_CHANGES = {2: "document permissions (acl)"}
+SCHEMA_CHANGES = {2: "document permissions (acl)", 3: "a chosen vector index and vectors kept out of _source"}
 #: Fields a version added that an older index gets in place (``put_mapping``: nothing is copied).
 ADDED_FIELDS: dict[str, Any] = {"embedder": {"type": "keyword"}, "acl": {"type": "keyword"}}
 
@@ -52,11 +60,17 @@ def schema_note(index: str, meta: Mapping[str, Any], acl_default: str = "private
     if not 0 < version < SCHEMA_VERSION:
         return ""
     missing = ", ".join(SCHEMA_CHANGES[v] for v in range(version + 1, SCHEMA_VERSION + 1) if v in SCHEMA_CHANGES)
+    head = f"index [{index}] has passages schema {version} < {SCHEMA_VERSION} (made before {missing}): "
+    rebuild = (
+        f"a rebuild (`hopsearch index … --rebuild`) makes a new version of schema {SCHEMA_VERSION} (its vector "
+        "index as HOPSEARCH_VECTOR_INDEX says, vectors out of _source where the version allows)"
+    )
+    if version >= IN_PLACE_VERSION:
+        return head + f"it answers as it is, its vectors kept in _source; {rebuild}"
     readers = "admins only" if acl_default == "private" else "every caller"
-    return (
-        f"index [{index}] has passages schema {version} < {SCHEMA_VERSION} (made before {missing}): its passages "
-        f"read as acl_default={acl_default} ({readers}); `hopsearch indices upgrade {index}` moves it to "
-        f"schema {SCHEMA_VERSION} in place, keeping every passage and vector"
+    return head + (
+        f"its passages read as acl_default={acl_default} ({readers}); `hopsearch indices upgrade {index}` moves it "
+        f"to schema {IN_PLACE_VERSION} in place, keeping every passage and vector; {rebuild}"
     )
 
 
@@ -78,10 +92,14 @@ def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
     return node
 
 
-def embedding_mapping(method: DenseMethod, dims: int) -> dict[str, Any]:
-    """The ``embedding`` field for the server: indexed HNSW, exact script_score, or ``_source`` only."""
+def embedding_mapping(method: DenseMethod, dims: int, vector_index: str | None = None) -> dict[str, Any]:
+    """The ``embedding`` field for the server: indexed for kNN (``vector_index``: its ``index_options.type``,
+    :func:`~.vector_index.choose_vector_index`), exact script_score, or ``_source`` only."""
     if method == "knn":
-        return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
+        field: dict[str, Any] = {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
+        if vector_index is not None:
+            field["index_options"] = {"type": vector_index}
+        return field
     if method == "script_score":
         return {"type": "dense_vector", "dims": dims}
     return {"type": "float", "index": False, "doc_values": False}
@@ -156,7 +174,7 @@ class IndexLifecycle(Connected):
         The mapping is asked first: a block (the flood stage's read-only one) refuses even a put mapping
         that changes nothing, and a load then should fail where the block is named."""
         meta = await self.index_meta(index)
-        if schema_version(meta) and schema_version(meta) < SCHEMA_VERSION:
+        if schema_version(meta) and schema_version(meta) < IN_PLACE_VERSION:
             await self.upgrade_in_place(index)
             return
         mappings = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
@@ -167,7 +185,7 @@ class IndexLifecycle(Connected):
 
     async def upgrade_in_place(self, name: str) -> list[tuple[str, int]]:
         """Move the passages indices ``name`` names (an index, or every index behind an alias) to
-        :data:`SCHEMA_VERSION` where the versions between only add fields: the fields are added
+        :data:`IN_PLACE_VERSION` where the versions between only add fields: the fields are added
         (``put_mapping``) and ``_meta.hopsearch`` records the version (and ``upgraded_from``). Nothing is
         copied: every passage, vector and token field stays. Returns ``(index, version before)`` of each;
         an index that is current is left alone, one that is not hopsearch's is refused."""
@@ -178,8 +196,8 @@ class IndexLifecycle(Connected):
             before = schema_version(meta)
             if before == 0:
                 raise StoreError(f"index [{concrete}] is not a hopsearch passages index (no _meta.hopsearch)")
-            if before < SCHEMA_VERSION:
-                meta |= {"schema_version": SCHEMA_VERSION, "upgraded_from": before}
+            if before < IN_PLACE_VERSION:
+                meta |= {"schema_version": IN_PLACE_VERSION, "upgraded_from": before}
                 meta["upgraded_at"] = datetime.now(UTC).isoformat()
                 others = {k: v for k, v in body.get("mappings", {}).get("_meta", {}).items() if k != "hopsearch"}
                 mapping = {"properties": ADDED_FIELDS, "_meta": {**others, "hopsearch": meta}}
@@ -208,9 +226,14 @@ class IndexLifecycle(Connected):
         """The passages index body for this server and embedder (``_meta`` included): ``passages_shards``
         primaries, ``replicas`` (default: the ``passages_replicas`` setting, else 0) replicas."""
         template = load_template("passages")
+        method = self.info.dense_method
+        kind = None
+        if embedder is not None:
+            asked, oversample = self.settings.vector_index, self.settings.knn_oversample
+            kind = choose_vector_index(asked, self.info, embedder.dims, oversample)
         values: dict[str, Any] = {
             "ANALYZER": self.analyzer,
-            "EMBEDDING": embedding_mapping(self.info.dense_method, embedder.dims) if embedder else None,
+            "EMBEDDING": embedding_mapping(method, embedder.dims, kind) if embedder else None,
         }
         body: dict[str, Any] = _substitute(copy.deepcopy(template), values)
         if replicas is None:
@@ -221,9 +244,14 @@ class IndexLifecycle(Connected):
         if self.ja_analysis == "kuromoji":
             for name in ("title", "text"):
                 properties[name].setdefault("fields", {}).update(fields)
-        else:
+        excludes: list[str] = []
+        if self.ja_analysis != "kuromoji":
             properties.update(fields)
-            body["mappings"]["_source"] = {"excludes": list(fields)}  # searched, never read back
+            excludes += list(fields)  # searched, never read back
+        if kind is not None and self.info.major == 8:  # 9.x leaves vectors out already; 7.17 reads them there
+            excludes.append("embedding")
+        if excludes:
+            body["mappings"]["_source"] = {"excludes": excludes}
         body["mappings"]["_meta"] = {
             "hopsearch": {
                 "schema_version": SCHEMA_VERSION,
@@ -233,6 +261,7 @@ class IndexLifecycle(Connected):
                 "ja_analysis": self.ja_analysis,
                 "ja_tokens": TOKENS,
                 "vector_mode": self.info.dense_method if embedder else None,
+                "vector_index": kind,
                 "created_at": datetime.now(UTC).isoformat(),
             }
         }

@@ -152,7 +152,7 @@ class RunContext:
 
 def describe(result: SearchResult) -> str:
     """How a retrieval ran, for its trace step: mode, dense method, fusion, reranker."""
-    parts: list[str] = [result.dense_method]
+    parts: list[str] = [f"{result.dense_method} {result.vector_index}" if result.vector_index else result.dense_method]
     if result.fusion != "none":
         parts.append(f"fusion {result.fusion}" + (f" ({result.fusion_note})" if result.fusion_note else ""))
     if result.reranked_by:

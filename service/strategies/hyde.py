@@ -153,7 +153,12 @@ class HyDE(RecordedStrategy):
                 retrievals=1,
                 details={
                     "lists": [
-                        {"mode": r.mode, "dense_method": r.dense_method, "hit_ids": [h.id for h in r.hits]}
+                        {
+                            "mode": r.mode,
+                            "dense_method": r.dense_method,
+                            "vector_index": r.vector_index,
+                            "hit_ids": [h.id for h in r.hits],
+                        }
                         for r in results
                     ],
                     "decompose": self.decompose,
