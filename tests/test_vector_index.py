@@ -110,9 +110,9 @@ def test_knn_bodies_take_candidates_and_oversampling_from_the_options() -> None:
     assert plain["num_candidates"] == 100 and "rescore_vector" not in plain
     options_ = knn_options("bbq_hnsw", info("8.19.21"), 200, 3.0)
     assert options_ == KnnOptions(200, 3.0)
-    clause = knn_clause(query, [0.1, 0.2], 50, options_)
+    clause = knn_clause(query, [0.1, 0.2], 50, knn_options=options_)
     assert clause["num_candidates"] == 500 and clause["rescore_vector"] == {"oversample": 3.0}
-    assert knn_clause(query, [0.1], 5000, options_)["num_candidates"] == 10_000  # Elasticsearch's limit
+    assert knn_clause(query, [0.1], 5000, knn_options=options_)["num_candidates"] == 10_000  # Elasticsearch's limit
     hybrid = fused_body("bool", RetrievalQuery("q", mode="hybrid", k=5), [0.1], "knn", 5, knn_options=options_)
     assert hybrid["query"]["bool"]["should"][1]["knn"]["rescore_vector"] == {"oversample": 3.0}
     # int8 and float are not rescored; neither is anything before 8.18, nor an index that records no type
