@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 

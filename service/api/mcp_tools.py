@@ -22,7 +22,8 @@ from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError, NotFound
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_lineage import bound_namespace, reader_for
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.types import RetrievalMode
@@ -140,14 +141,15 @@ def build_server(state: ApiState) -> MCPServer:
             "totals": answer.trace.totals(),
         } | ({"index_note": request.index_note} if request.index_note else {})
 
-    async def run_outline(entity: str, namespace: str | None) -> dict[str, Any]:
+    async def run_outline(entity: str, namespace: str | None, caller: Caller) -> dict[str, Any]:
         check_text(entity, settings.api_max_question_chars, "entity")
         runtime = await state.runtime()
-        hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
-        if hit is None:
+        space = bound_namespace(caller, namespace, settings.outline_namespace)
+        reader = reader_for(caller, settings.acl_default)
+        found = await EsOutlineStore(runtime.store, settings.outlines_index).latest(entity, space, reader)
+        if found is None:
             raise NotFound(f"no outline for entity [{entity}]")
-        outline: dict[str, Any] = hit["_source"]
-        return outline
+        return found[1].to_document()
 
     async def run_trace(trace_id: str, caller: Caller) -> dict[str, Any]:
         check_text(trace_id, settings.api_max_question_chars, "id")
@@ -189,9 +191,12 @@ def build_server(state: ApiState) -> MCPServer:
 
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
-        namespace: Annotated[str | None, Field(description="Outline namespace (default: any).")] = None,
+        namespace: Annotated[
+            str | None, Field(description="Outline namespace (admins only; default: the key's).")
+        ] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_outline(entity, namespace))
+        return await _guarded(state, run_outline(entity, namespace, caller_of_tool(ctx)))
 
     async def trace(
         id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
