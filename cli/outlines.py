@@ -1,4 +1,6 @@
-"""``hopsearch outlines show ENTITY`` and ``hopsearch outlines search QUERY``: DualRAG's stored outlines."""
+"""``hopsearch outlines show ENTITY``, ``hopsearch outlines search QUERY`` and ``hopsearch outlines rebuild``:
+DualRAG's stored outlines. The command line reads as an admin: the facts and aliases still usable (every
+passage they were derived from still there), each with its provenance and lineage."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outline_purge import rebuild_outlines
+from hopsearch.service.outline_store import OUTLINES_SCHEMA, EsOutlineStore
 from hopsearch.service.outlines import EntityOutline
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
@@ -38,7 +41,14 @@ def _print(outlines: Sequence[EntityOutline], max_age_s: float, as_json: bool) -
                 f"    passages {', '.join(fact.passage_ids) or '-'}; {fact.created_at:%Y-%m-%d %H:%M} UTC; "
                 f"model {fact.model}; trace {fact.trace_id}"
             )
-            click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}")
+            click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}; written by {fact.key or '-'}")
+            lineage = "no lineage (admins only)" if fact.lineage is None else f"{len(fact.lineage)} passages"
+            click.echo(f"    lineage: {lineage}; readers {', '.join(fact.readers or ()) or 'admins only'}")
+
+
+def _note(note: str) -> None:
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 namespace_option = click.option(
@@ -62,7 +72,9 @@ def show(entity: str, namespace: str | None, as_json: bool) -> None:
 
     async def go() -> EntityOutline | None:
         async with await Store.connect(settings) as store:
-            return await EsOutlineStore(store).get(space, entity)
+            outlines = EsOutlineStore(store)
+            _note(await outlines.note())
+            return await outlines.get(space, entity)
 
     try:
         found = asyncio.run(go())
@@ -84,7 +96,9 @@ def search(query: str, namespace: str | None, size: int, as_json: bool) -> None:
 
     async def go() -> list[EntityOutline]:
         async with await Store.connect(settings) as store:
-            return await EsOutlineStore(store).search(space, query, size=size)
+            outlines = EsOutlineStore(store)
+            _note(await outlines.note())
+            return await outlines.search(space, query, size=size)
 
     try:
         found = asyncio.run(go())
@@ -93,3 +107,22 @@ def search(query: str, namespace: str | None, size: int, as_json: bool) -> None:
     if not found:
         raise click.ClickException(f"no outline matches {query!r} in namespace {space!r}")
     _print(found, settings.outline_max_age_s, as_json)
+
+
+@outlines.command("rebuild")
+def rebuild() -> None:
+    """Move an outlines index made under an older schema to the current one, keeping every outline."""
+    settings = load_settings()
+
+    async def go() -> tuple[int, int]:
+        async with await Store.connect(settings) as store:
+            return await rebuild_outlines(store)
+
+    try:
+        before, moved = asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if moved == 0 and before in (0, OUTLINES_SCHEMA):
+        click.echo(f"[{settings.outlines_index}] is {'missing' if before == 0 else 'current'}: nothing to rebuild")
+        return
+    click.echo(f"rebuilt [{settings.outlines_index}]: schema {before} -> {OUTLINES_SCHEMA}, {moved} outline(s) kept")

@@ -15,7 +15,7 @@ one key writes never push out facts of another scope. :func:`usable` is what a r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -200,14 +200,13 @@ class EntityOutline:
             alias_lineage=tuple(records),
         )
 
-    def without(self, entries: Collection[str]) -> EntityOutline:
-        """This outline less every fact and alias whose lineage holds one of ``entries`` (a purge)."""
-        facts = tuple(f for f in self.facts if not set(f.lineage or ()) & set(entries))
-        records = tuple(r for r in self.alias_lineage if not set(r.lineage) & set(entries))
-        gone = {r.name.casefold() for r in self.alias_lineage} - {r.name.casefold() for r in records}
-        return replace(
-            self, facts=facts, alias_lineage=records, aliases=tuple(a for a in self.aliases if a.casefold() not in gone)
-        )
+    def without(self, gone: Callable[[str], bool]) -> EntityOutline:
+        """This outline less every fact and alias whose lineage holds an entry ``gone`` says is (a purge)."""
+        facts = tuple(f for f in self.facts if not any(gone(e) for e in f.lineage or ()))
+        records = tuple(r for r in self.alias_lineage if not any(gone(e) for e in r.lineage))
+        dropped = {r.name.casefold() for r in self.alias_lineage} - {r.name.casefold() for r in records}
+        aliases = tuple(a for a in self.aliases if a.casefold() not in dropped)
+        return replace(self, facts=facts, alias_lineage=records, aliases=aliases)
 
     def to_document(self) -> dict[str, Any]:
         return {
