@@ -180,7 +180,21 @@ class EsOutlineStore:
         for outline in outlines:
             view = usable(outline, reader, readable)
             out.append(view if view is not None and (not wanted or wanted & set(view.keys())) else None)
-        return out
+        return await self._traced(out)
+
+    async def _traced(self, views: list[EntityOutline | None]) -> list[EntityOutline | None]:
+        """Each fact naming its trace only where the trace was written (one ``_mget``): a service stopped
+        during a question leaves facts whose trace never will be (``lost``)."""
+        named = sorted({f.trace_id for v in views if v is not None for f in v.facts if f.trace_id})
+        if not named:
+            return views
+        settings = self.store.settings
+        written = set(await self.store.get_sources(settings.traces_index, named, ["trace_id"]))
+        pending_s = settings.llm_deadline + 60
+        return [
+            None if v is None else replace(v, facts=tuple(f.with_trace(written, pending_s) for f in v.facts))
+            for v in views
+        ]
 
     async def get(self, namespace: str, entity: str, reader: OutlineReader = ADMIN_READER) -> EntityOutline | None:
         """What ``reader`` may use of the outline an entity name (or one of its aliases) names, or ``None``."""

@@ -63,6 +63,9 @@ class Fact:
     readers: tuple[str, ...] | None = None
     key: str | None = None
     subject: str | None = None
+    #: As read (never stored): ``pending`` where the trace it names is not written yet, ``lost`` where it
+    #: never will be (the service stopped during the question); the trace id is then not named.
+    trace_status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -82,6 +85,8 @@ class Fact:
             out["key"] = self.key
         if self.subject is not None:
             out["subject"] = self.subject
+        if self.trace_status:
+            out["trace_status"] = self.trace_status
         return out
 
     @classmethod
@@ -100,6 +105,14 @@ class Fact:
             key=str(data["key"]) if data.get("key") is not None else None,
             subject=str(data["subject"]) if data.get("subject") is not None else None,
         )
+
+    def with_trace(self, written: Collection[str], pending_s: float, now: datetime | None = None) -> Fact:
+        """The fact naming its trace only where it was written (``written``: the trace ids that exist);
+        else ``pending`` within ``pending_s`` of the fact (its question may still run), ``lost`` after."""
+        if not self.trace_id or self.trace_id in written:
+            return self
+        young = (now or datetime.now(UTC)) - self.created_at < timedelta(seconds=pending_s)
+        return replace(self, trace_id="", trace_status="pending" if young else "lost")
 
     @property
     def identity(self) -> tuple[str, tuple[str, ...], tuple[str, ...] | None]:

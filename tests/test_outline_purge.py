@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,28 @@ async def test_an_outlines_index_of_schema_1_answers_admins_and_says_how_to_rebu
             headers={"Authorization": f"ApiKey {API_KEY}"},
         ) as staff:
             assert (await staff.get("/_outlines/Richard Donner")).status_code == 404  # no lineage: admins' only
+
+
+async def test_a_fact_names_its_trace_only_once_the_trace_exists(es_node: EsNode) -> None:
+    """After ``kill -9`` of ``serve`` during a question its facts are saved but its trace never is: the fact
+    says the trace was lost (or is pending while its question may still run), the viewer says so too."""
+    async with serving(es_node.url, load=True) as api:
+        store = await api.store()
+        written = source(api.alias, "p-jaws")
+        old = datetime.now(UTC) - timedelta(hours=2)
+        facts = (
+            replace(fact("written fact", written), trace_id="t-written", created_at=old),
+            replace(fact("killed fact", written), trace_id="t-killed", created_at=old),
+            replace(fact("running fact", written), trace_id="t-running"),
+        )
+        await EsOutlineStore(store).save([EntityOutline("default", "Jaws", (), facts)])
+        await store.put_document(api.settings.traces_index, "t-written", {"trace_id": "t-written"}, refresh=True)
+        got = (await api.client.get("/_outlines/Jaws")).json()["_source"]["facts"]
+        shown = {f["summary"]: (f["trace_id"], f.get("trace_status")) for f in got}
+        assert shown == {
+            "written fact": ("t-written", None),
+            "killed fact": ("", "lost"),
+            "running fact": ("", "pending"),
+        }, shown
+        viewer = await api.client.get("/_ui/traces/t-killed")
+        assert viewer.status_code == 404 and "trace was lost" in viewer.text, viewer.text
