@@ -8,13 +8,16 @@ repository's sample). Its context paragraphs are the passages (one per title). P
 (``group:a``, ``public``) asks every question with DualRAG and a scripted LLM (the identifier names the
 context titles the question mentions, the summarizer states the first passage); then principal B
 (``public``) asks them all again. Two corpora: **all** (every passage ``public``: both read everything)
-and **half** (the passages of every other title ``group:a``: B reads half).
+**half-passages** (every other title's passage ``group:a``: B reads half, scattered through every
+question) and **half-questions** (the context passages of every other question ``group:a``, as a
+department's documents would be; a passage shared with a public question stays public).
 
 Printed per corpus: ``stored`` (A's fresh facts of the questions' entities, which today's code reuses
 for anyone: every one), ``usable_by_b`` (those B may use now, the lineage check), ``share``
 (usable / stored; with both reading all it must be 1.0: today's), then B's own run: ``reused`` and
 ``summarised`` facts and ``reuse_share`` = reused / (reused + summarised), and ``leaks``: facts B
-reused whose lineage holds a passage B may not read (must be 0).
+reused whose lineage holds a passage B may not read (must be 0). ``today_exposed``: the stored facts
+derived from a passage B may not read, which today's code (reusing every fresh fact) would give B.
 """
 
 from __future__ import annotations
@@ -65,8 +68,13 @@ def read(path: Path, n: int) -> tuple[list[dict[str, Any]], dict[str, tuple[str,
         for title, sentences in row["context"]:
             passages.setdefault(str(title), (pid(str(title)), " ".join(sentences)))
         named = [t for t in titles if t.casefold() in row["question"].casefold()] or titles[:2]
-        questions.append({"question": row["question"], "entities": named[:3]})
+        questions.append({"question": row["question"], "entities": named[:3], "titles": titles})
     return questions, passages
+
+
+def derived(lineage: tuple[str, ...] | None) -> set[str]:
+    """The passage ids of a lineage."""
+    return {split_source(e)[1] for e in lineage or ()}
 
 
 def script(questions: list[dict[str, Any]], passages: dict[str, tuple[str, str]]) -> Any:
@@ -94,9 +102,14 @@ def script(questions: list[dict[str, Any]], passages: dict[str, tuple[str, str]]
 
 
 async def scenario(
-    url: str, questions: list[dict[str, Any]], passages: dict[str, tuple[str, str]], half: bool
+    url: str, questions: list[dict[str, Any]], passages: dict[str, tuple[str, str]], corpus: str
 ) -> dict[str, Any]:
-    restricted = {p for n, (title, (p, _)) in enumerate(sorted(passages.items())) if half and n % 2}
+    restricted: set[str] = set()
+    if corpus == "half-passages":
+        restricted = {p for n, (_, (p, _)) in enumerate(sorted(passages.items())) if n % 2}
+    elif corpus == "half-questions":
+        public = {pid(t) for q in questions[::2] for t in q["titles"]}
+        restricted = {pid(t) for q in questions[1::2] for t in q["titles"]} - public
     rows = [
         {"_id": p, "title": title, "text": text, "acl": "group:a" if p in restricted else "public"}
         for title, (p, text) in passages.items()
@@ -117,13 +130,14 @@ async def scenario(
                 a_s = time.perf_counter() - started
                 outlines = EsOutlineStore(runtime.store)
                 names = sorted({e for q in questions for e in q["entities"]})
-                stored = usable = 0
+                stored = usable = exposed = 0
                 for name in names:
                     every = await outlines.lookup(settings.outline_namespace, [name], OutlineReader(ADMIN))
                     mine = await outlines.lookup(
                         settings.outline_namespace, [name], OutlineReader(B, settings.acl_default)
                     )
                     stored += sum(len(o.facts) for o in every[:1])
+                    exposed += sum(1 for o in every[:1] for f in o.facts if derived(f.lineage) & restricted)
                     usable += sum(len(o.facts) for o in mine[:1])
                 reused = summarised = leaks = 0
                 for answer in await asyncio.gather(*(ask(runtime, B, q["question"]) for q in questions)):
@@ -149,12 +163,13 @@ async def scenario(
                     index=f"{prefix}-*", allow_no_indices=True, ignore_unavailable=True
                 )
     return {
-        "corpus": "half" if half else "all",
+        "corpus": corpus,
         "questions": len(questions),
         "passages": len(rows),
         "restricted": len(restricted),
         "stored": stored,
         "usable_by_b": usable,
+        "today_exposed": exposed,
         "share": round(usable / stored, 3) if stored else None,
         "reused": reused,
         "summarised": summarised,
@@ -179,8 +194,8 @@ async def main() -> None:
     parser.add_argument("-n", type=int, default=100, help="questions")
     args = parser.parse_args()
     questions, passages = read(args.path, args.n)
-    for half in (False, True):
-        print(json.dumps(await scenario(args.es_url, questions, passages, half)), flush=True)
+    for corpus in ("all", "half-passages", "half-questions"):
+        print(json.dumps(await scenario(args.es_url, questions, passages, corpus)), flush=True)
 
 
 if __name__ == "__main__":

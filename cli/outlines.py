@@ -39,11 +39,14 @@ def _print(outlines: Sequence[EntityOutline], max_age_s: float, as_json: bool) -
             click.echo(f"- {fact.summary}{stale}")
             click.echo(
                 f"    passages {', '.join(fact.passage_ids) or '-'}; {fact.created_at:%Y-%m-%d %H:%M} UTC; "
-                f"model {fact.model}; trace {fact.trace_id}"
+                f"model {fact.model}; trace {fact.trace_id or _LOST.get(fact.trace_status, '-')}"
             )
             click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}; written by {fact.key or '-'}")
             lineage = "no lineage (admins only)" if fact.lineage is None else f"{len(fact.lineage)} passages"
             click.echo(f"    lineage: {lineage}; readers {', '.join(fact.readers or ()) or 'admins only'}")
+
+
+_LOST = {"lost": "lost (never written: the service stopped during its question)", "pending": "not written yet"}
 
 
 def _note(note: str) -> None:
