@@ -16,8 +16,10 @@ question or trace id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api import create_app
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer
-from tests.api_fixtures import API_KEY, serving, uvicorn_serving_async
+from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.callers import as_caller
 from tests.conftest import EsNode
 from tests.dual_fixtures import entities, reason, role_of
@@ -117,70 +119,140 @@ async def bobs_views(client: httpx.AsyncClient, alias: str, mcp_url: str) -> dic
     return seen
 
 
-async def test_a_restricted_principal_never_receives_a_restricted_fact(es_node: EsNode, tmp_path: Path) -> None:
+@dataclass
+class World:
+    api: Api
+    runtime: Runtime
+    other: str
+    tmp_path: Path
+
+    def bob(self) -> Caller:
+        return bob(self.api.settings.index_prefix)
+
+    def client(self, caller: Caller) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=as_caller(self.api.app, caller))
+        headers = {"Authorization": f"ApiKey {API_KEY}"}
+        return httpx.AsyncClient(transport=transport, base_url="http://hopsearch", headers=headers, timeout=60)
+
+
+@contextlib.asynccontextmanager
+async def world(es_node: EsNode, tmp_path: Path) -> AsyncIterator[World]:
+    """The service over the company corpus (the passages alias) and one public record in another index."""
     async with serving(
         es_node.url, script=model, load=False, outline_max_age_s=3600, api_max_concurrent_asks=32
     ) as api:
         runtime = await api.state.runtime()
-        prefix = api.settings.index_prefix
-        report = await load_jsonl(runtime.store, write_corpus(tmp_path), LoadOptions(batch_size=50))
-        assert report.reconciled
-        other = f"{prefix}-other"
+        assert (await load_jsonl(runtime.store, write_corpus(tmp_path), LoadOptions(batch_size=50))).reconciled
+        other = f"{api.settings.index_prefix}-other"
         rows = [{"_id": "o-1", "title": "Other", "text": f"The salary handbook minutes say: {OTHER}.", "acl": "public"}]
         (tmp_path / "other").mkdir()
         other_file = write_corpus(tmp_path / "other", rows)
         assert (await load_jsonl(runtime.store, other_file, LoadOptions(index=other))).reconciled
+        yield World(api, runtime, other, tmp_path)
 
-        admin_answer = await ask(runtime, ADMIN)  # reads every record: its facts are admins' only
-        assert "BOARD-MARKER-7" in json.dumps(admin_answer.trace.to_document())
-        first = await ask(runtime, ALICE, TWO)  # Company records (HR's salary), then Nature and the alias
-        nature = [s for s in first.trace.steps if s.kind == "summarize" and (s.details or {}).get("entity") == "Nature"]
-        assert nature and "SALARY-MARKER-9" in (nature[0].output or ""), "the echo shows the prompt's outline"
-        assert set(nature[0].hit_ids) <= {"filler-0", "filler-1", "filler-2"}, nature[0].hit_ids  # public hits
-        dave = await ask(runtime, DAVE, index=other)  # public passages of another index: bob's key may not use it
+
+async def bob_asks(w: World) -> dict[str, Any]:
+    """One question of bob's over HTTP: its answer and its stored trace."""
+    async with w.client(w.bob()) as client:
+        sent = await client.post(f"/{w.api.alias}/_ask", json={"question": ASK, "strategy": "dualrag"})
+        answer: dict[str, Any] = sent.json()
+        assert "trace_id" in answer, answer
+        return answer | {"trace": (await client.get(f"/_traces/{answer['trace_id']}")).json()}
+
+
+async def test_a_fact_summarised_from_a_prompt_that_held_a_restricted_fact_is_hrs_only(
+    es_node: EsNode, tmp_path: Path
+) -> None:
+    async with world(es_node, tmp_path) as w:
+        first = await ask(w.runtime, ALICE, TWO)  # Company records (HR's salary), then Nature from public fillers
+        steps = [s for s in first.trace.steps if s.kind == "summarize" and (s.details or {}).get("entity") == "Nature"]
+        assert steps and "SALARY-MARKER-9" in (steps[0].output or ""), "the echo shows the prompt's outline"
+        assert set(steps[0].hit_ids) <= {"filler-0", "filler-1", "filler-2"}, steps[0].hit_ids  # public hits only
+        async with w.client(w.bob()) as client:
+            nature = await client.get("/_outlines/Nature")
+            found = await client.post("/_outlines/_search", json={"query": "rivers mountains moon"})
+        assert nature.status_code == 404 and not forbidden(nature.text), nature.text
+        assert found.json()["hits"]["total"]["value"] == 0 and not forbidden(found.text), found.text
+        async with w.client(CAROL) as client:  # HR may use it
+            assert "SALARY-MARKER-9" in (await client.get("/_outlines/Nature")).text
+
+
+async def test_an_alias_learnt_from_a_restricted_prompt_is_not_shown_or_followed(
+    es_node: EsNode, tmp_path: Path
+) -> None:
+    async with world(es_node, tmp_path) as w:
+        await ask(w.runtime, ALICE)  # HR's fact of the company records
+        await ask(w.runtime, ALICE, TWO)  # reuses it, then learns the alias from a prompt that held it
+        await ask(w.runtime, DAVE)  # a public fact of the company records: bob may use the outline
+        async with w.client(w.bob()) as client:
+            outline = await client.get(f"/_outlines/{ENTITY}")
+            by_alias = await client.get(f"/_outlines/{ALIAS}")
+            search = await client.post("/_outlines/_search", json={"entity": ALIAS})
+        assert outline.status_code == 200 and ALIAS not in outline.text, outline.text
+        assert by_alias.status_code == 404 and search.json()["hits"]["total"]["value"] == 0, search.text
+        async with w.client(CAROL) as client:
+            carol = await client.get(f"/_outlines/{ENTITY}")
+        assert ALIAS in carol.text, (await w.api.client.get(f"/_outlines/{ENTITY}")).text
+
+
+async def test_another_indexs_fact_is_not_used_by_a_key_scoped_to_one_index(es_node: EsNode, tmp_path: Path) -> None:
+    async with world(es_node, tmp_path) as w:
+        dave = await ask(w.runtime, DAVE, index=w.other)  # public passages of an index bob's key may not use
         assert OTHER in json.dumps(dave.trace.to_document()) and not reused(dave), reused(dave)
-        mine = await ask(runtime, CAROL)  # may read HR's: reuses alice's fact, without her question or trace id
+        seen = await bob_asks(w)
+        assert not forbidden(seen), sorted(forbidden(seen))
+        async with w.client(w.bob()) as client:
+            assert OTHER not in (await client.get(f"/_outlines/{ENTITY}")).text
+
+
+async def test_twenty_concurrent_questions_of_both_principals_leak_nothing(es_node: EsNode, tmp_path: Path) -> None:
+    async with world(es_node, tmp_path) as w:
+        await ask(w.runtime, ALICE)
+        jobs = [ask(w.runtime, (ALICE, CAROL)[n % 2]) for n in range(10)]
+        done = await asyncio.gather(*jobs, *(bob_asks(w) for _ in range(10)))
+        hr, bobs = done[:10], done[10:]
+        assert [sorted(forbidden(a)) for a in bobs] == [[]] * 10
+        assert all(isinstance(a, Answer) and "SALARY-MARKER-9" in json.dumps(a.trace.to_document()) for a in hr)
+
+
+async def test_revoking_the_group_or_deleting_the_document_makes_its_facts_unusable(
+    es_node: EsNode, tmp_path: Path
+) -> None:
+    async with world(es_node, tmp_path) as w:
+        await ask(w.runtime, ADMIN)  # reads every record
+        await ask(w.runtime, ALICE)
+        before = reused(await ask(w.runtime, CAROL))
+        assert any("SALARY-MARKER-9" in f["summary"] for f in before), before
+        changed = [r | {"acl": "group:board"} if r["_id"] == "hr-salary" else r for r in records()]
+        assert (await load_jsonl(w.runtime.store, write_corpus(w.tmp_path, changed), LoadOptions())).reconciled
+        revoked = await ask(w.runtime, CAROL)
+        assert "SALARY-MARKER-9" not in json.dumps(revoked.trace.to_document()), reused(revoked)
+        assert any("BOARD-MARKER-7" in f["summary"] for f in reused(await ask(w.runtime, ADMIN)))
+        await w.runtime.store.client.delete(index=w.api.alias, id="board-minutes", refresh=True)
+        after = await ask(w.runtime, ADMIN)
+        assert "BOARD-MARKER-7" not in json.dumps(after.trace.to_document()), reused(after)
+
+
+async def test_a_restricted_principal_never_receives_a_restricted_marker_anywhere(
+    es_node: EsNode, tmp_path: Path
+) -> None:
+    """Every route bob has, after every privileged question: answer, SSE, trace, viewer, outline routes, MCP."""
+    async with world(es_node, tmp_path) as w:
+        admin = await ask(w.runtime, ADMIN)  # reads every record: its facts are admins' only
+        assert "BOARD-MARKER-7" in json.dumps(admin.trace.to_document())
+        await ask(w.runtime, ALICE, TWO)
+        await ask(w.runtime, DAVE, index=w.other)
+        mine = await ask(w.runtime, CAROL)  # may read HR's: reuses alice's fact, without her question or trace id
         facts = reused(mine)
         assert facts and any("SALARY-MARKER-9" in f["summary"] for f in facts), facts
-        assert first.trace.trace_id not in json.dumps(mine.trace.to_document()) and TWO not in json.dumps(facts)
+        assert TWO not in json.dumps(mine.trace.to_document()), facts
         assert all("question" not in f and "trace_id" not in f for f in facts), facts
-
-        bobs = as_caller(api.app, bob(prefix))
-        transport = httpx.ASGITransport(app=bobs)
-        headers = {"Authorization": f"ApiKey {API_KEY}"}
         async with (
-            httpx.AsyncClient(transport=transport, base_url="http://hopsearch", headers=headers, timeout=60) as client,
-            uvicorn_serving_async(as_caller(create_app(api.settings), bob(prefix))) as mcp_url,
+            w.client(w.bob()) as client,
+            uvicorn_serving_async(as_caller(create_app(w.api.settings), w.bob())) as mcp_url,
         ):
-            views = await bobs_views(client, api.alias, mcp_url)
-            problems = {name: sorted(found) for name, value in views.items() if (found := forbidden(value))}
-            assert problems == {}, problems
-            assert "PUBLIC-MARKER-1" in json.dumps(views["trace"]), "bob reads the public handbook"
-            assert views["outline"].get("found") is True, views["outline"]  # his own and public facts
-
-            # 20 concurrent questions, half from HR, half from bob: none of bob's gets a restricted marker
-            async def bobs_question() -> dict[str, Any]:
-                sent = await client.post(f"/{api.alias}/_ask", json={"question": ASK, "strategy": "dualrag"})
-                answer: dict[str, Any] = sent.json()
-                assert "trace_id" in answer, answer
-                return answer | {"trace": (await client.get(f"/_traces/{answer['trace_id']}")).json()}
-
-            jobs = [ask(runtime, (ALICE, CAROL)[n % 2]) for n in range(10)]
-            done = await asyncio.gather(*jobs, *(bobs_question() for _ in range(10)))
-            hr_answers, bob_answers = done[:10], done[10:]
-            assert [sorted(forbidden(a)) for a in bob_answers] == [[]] * 10
-            assert all(
-                "SALARY-MARKER-9" in json.dumps(a.trace.to_document()) for a in hr_answers if isinstance(a, Answer)
-            )
-
-        # revoking the group: carol's next question reuses no fact derived from the salary record
-        changed = [r | {"acl": "group:board"} if r["_id"] == "hr-salary" else r for r in records()]
-        assert (await load_jsonl(runtime.store, write_corpus(tmp_path, changed), LoadOptions())).reconciled
-        revoked = await ask(runtime, CAROL)
-        assert "SALARY-MARKER-9" not in json.dumps(revoked.trace.to_document()), reused(revoked)
-        # deleting the document: the admin's next question reuses nothing derived from it
-        assert any("BOARD-MARKER-7" in f["summary"] for f in reused(await ask(runtime, ADMIN))), admin_answer.text
-        await runtime.store.client.delete(index=api.alias, id="board-minutes", refresh=True)
-        after = await ask(runtime, ADMIN)
-        assert "BOARD-MARKER-7" not in json.dumps(after.trace.to_document()), reused(after)
-        assert re.search("PUBLIC-MARKER-1", json.dumps(after.trace.to_document()))
+            views = await bobs_views(client, w.api.alias, mcp_url)
+        problems = {name: sorted(found) for name, value in views.items() if (found := forbidden(value))}
+        assert problems == {}, problems
+        assert "PUBLIC-MARKER-1" in json.dumps(views["trace"]), "bob reads the public handbook"
+        assert views["outline"].get("found") is True, views["outline"]  # his own and public facts
