@@ -167,6 +167,7 @@ class OutlineLink:
         if self.store is None or not self.persist:
             return
         outlines = []
+        saved: list[Section] = []
         for section in run.sections.values():
             if not section.unsaved and not section.new_names():
                 continue
@@ -176,6 +177,7 @@ class OutlineLink:
             lineage = tuple(sorted(run.lineage))
             records = tuple(AliasSource(a, lineage) for a in aliases if a.casefold() not in section.recorded)
             outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved), alias_lineage=records))
+            saved.append(section)
         if not outlines:
             return
         try:
@@ -183,8 +185,10 @@ class OutlineLink:
         except HopsearchError as exc:
             log.warning("could not save outlines: %s", exc)
             return
-        for section in run.sections.values():
+        for section in saved:
             section.unsaved.clear()
-            section.recorded |= {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
-            if section.stored_name is not None:
-                section.stored_names |= {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
+            names = {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
+            section.recorded |= names
+            # stored now: a spelling learnt later is saved even without a new fact
+            section.stored_name = section.stored_name or section.entity.name
+            section.stored_names |= names
