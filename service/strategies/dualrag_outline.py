@@ -187,8 +187,8 @@ class OutlineLink:
             return
         for section in saved:
             section.unsaved.clear()
-            names = {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
-            section.recorded |= names
+            spellings = {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
+            section.recorded |= spellings
             # stored now: a spelling learnt later is saved even without a new fact
             section.stored_name = section.stored_name or section.entity.name
-            section.stored_names |= names
+            section.stored_names |= spellings
