@@ -16,7 +16,7 @@ from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import print_answer
-from hopsearch.service import trace_reads, usecases
+from hopsearch.service import outline_purge, trace_reads, usecases
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
@@ -191,6 +191,29 @@ def list_traces(size: int, key: str | None, principals: tuple[str, ...]) -> None
         raise _fail(exc) from exc
     for row in rows:
         click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
+
+
+@traces.command("purge")
+@click.option("--doc", "doc_ids", multiple=True, required=True, help="A passage id (repeatable).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def purge_traces(doc_ids: tuple[str, ...], yes: bool) -> None:
+    """Erase a document everywhere it was copied: delete the traces that quote it (their steps or citations
+    name it) and the outline facts derived from it (admin)."""
+    if not yes:
+        click.confirm(f"Delete every trace and outline fact quoting {', '.join(doc_ids)}?", abort=True)
+
+    async def go() -> tuple[list[str], int]:
+        settings = load_settings()
+        async with await Store.connect(settings) as store:
+            return await outline_purge.purge_traces(store, doc_ids), await outline_purge.purge_outlines(
+                store, doc_ids=doc_ids
+            )
+
+    try:
+        gone, facts = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    click.echo(f"deleted {len(gone)} trace(s) and {facts} outline fact(s) quoting {', '.join(doc_ids)}")
 
 
 def vectors_check(index: str, meta: dict[str, Any] | None, embedder_id: str | None) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from hopsearch.loaders.upgrade import upgrade_index
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.japanese import ja_tokens_note
+from hopsearch.service.outline_purge import index_names, purge_outlines
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note, schema_version
@@ -171,8 +172,20 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
         click.echo(f"  {name}{via}: {row['documents'] or 0:,} documents")
     if not yes:
         click.confirm(f"Delete {len(targets)} index(es)?", abort=True)
-    _with_store(settings, lambda store: store.delete_indices(targets))
+    removed = _with_store(settings, lambda store: _delete_and_purge(store, targets))
     click.echo(f"deleted {len(targets)} index(es)")
+    if removed:
+        click.echo(f"purged {removed} outline fact(s) derived from their passages")
+
+
+async def _delete_and_purge(store: Store, targets: list[str]) -> int:
+    """Delete the indices, then the outline facts derived from their passages (by index and alias name)."""
+    outlines = store.settings.outlines_index
+    names = set().union(*[await index_names(store, name) for name in targets if name != outlines])
+    await store.delete_indices(targets)
+    if outlines in targets or not names:
+        return 0
+    return await purge_outlines(store, indices=names)
 
 
 @indices.command("upgrade")

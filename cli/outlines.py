@@ -1,4 +1,6 @@
-"""``hopsearch outlines show ENTITY`` and ``hopsearch outlines search QUERY``: DualRAG's stored outlines."""
+"""``hopsearch outlines show ENTITY``, ``hopsearch outlines search QUERY`` and ``hopsearch outlines rebuild``:
+DualRAG's stored outlines. The command line reads as an admin: the facts and aliases still usable (every
+passage they were derived from still there), each with its provenance and lineage."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import click
 
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore
+from hopsearch.service.outline_lineage import bound_namespace, reader_for
+from hopsearch.service.outline_purge import rebuild_outlines
+from hopsearch.service.outline_store import OUTLINES_SCHEMA, EsOutlineStore
+from hopsearch.service.outlines import EntityOutline
 from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 
@@ -36,9 +41,19 @@ def _print(outlines: Sequence[EntityOutline], max_age_s: float, as_json: bool) -
             click.echo(f"- {fact.summary}{stale}")
             click.echo(
                 f"    passages {', '.join(fact.passage_ids) or '-'}; {fact.created_at:%Y-%m-%d %H:%M} UTC; "
-                f"model {fact.model}; trace {fact.trace_id}"
+                f"model {fact.model}; trace {fact.trace_id or _LOST.get(fact.trace_status, '-')}"
             )
-            click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}")
+            click.echo(f"    from: {fact.question!r} / {fact.sub_query!r}; written by {fact.key or '-'}")
+            lineage = "no lineage (admins only)" if fact.lineage is None else f"{len(fact.lineage)} passages"
+            click.echo(f"    lineage: {lineage}; readers {', '.join(fact.readers or ()) or 'admins only'}")
+
+
+_LOST = {"lost": "lost (never written: the service stopped during its question)", "pending": "not written yet"}
+
+
+def _note(note: str) -> None:
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 namespace_option = click.option(
@@ -65,8 +80,10 @@ def show(entity: str, namespace: str | None, as_json: bool, key: str | None, pri
         nonlocal space
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "outlines")
-            space = namespace or caller.namespace or space
-            return await EsOutlineStore(store).get(space, entity)
+            space = bound_namespace(caller, namespace, settings.outline_namespace) or space
+            outlines = EsOutlineStore(store)
+            _note(await outlines.note())
+            return await outlines.get(space, entity, reader_for(caller, settings.acl_default))
 
     try:
         found = asyncio.run(go())
@@ -93,8 +110,10 @@ def search(
         nonlocal space
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "outlines")
-            space = namespace or caller.namespace or space
-            return await EsOutlineStore(store).search(space, query, size=size)
+            space = bound_namespace(caller, namespace, settings.outline_namespace) or space
+            outlines = EsOutlineStore(store)
+            _note(await outlines.note())
+            return await outlines.search(space, query, size=size, reader=reader_for(caller, settings.acl_default))
 
     try:
         found = asyncio.run(go())
@@ -103,3 +122,22 @@ def search(
     if not found:
         raise click.ClickException(f"no outline matches {query!r} in namespace {space!r}")
     _print(found, settings.outline_max_age_s, as_json)
+
+
+@outlines.command("rebuild")
+def rebuild() -> None:
+    """Move an outlines index made under an older schema to the current one, keeping every outline."""
+    settings = load_settings()
+
+    async def go() -> tuple[int, int]:
+        async with await Store.connect(settings) as store:
+            return await rebuild_outlines(store)
+
+    try:
+        before, moved = asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if moved == 0 and before in (0, OUTLINES_SCHEMA):
+        click.echo(f"[{settings.outlines_index}] is {'missing' if before == 0 else 'current'}: nothing to rebuild")
+        return
+    click.echo(f"rebuilt [{settings.outlines_index}]: schema {before} -> {OUTLINES_SCHEMA}, {moved} outline(s) kept")

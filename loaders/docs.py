@@ -48,8 +48,10 @@ from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBat
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.target import embedder_of_index
 from hopsearch.loaders.ziplimits import ZipLimits
-from hopsearch.service.errors import InputError
+from hopsearch.service.errors import HopsearchError, InputError
 from hopsearch.service.lang import detect_lang
+from hopsearch.service.outline_lineage import source
+from hopsearch.service.outline_purge import index_names, purge_outlines
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 
@@ -320,7 +322,21 @@ async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> in
     if errors:
         log.warning("%d stale chunks could not be deleted: %s", len(errors), errors[0])
     await store.refresh(index)
+    await purge_derived(store, index, ids)
     return ok
+
+
+async def purge_derived(store: Store, index: str, ids: list[str]) -> None:
+    """Erase the outline facts derived from the deleted chunks (a failed purge leaves them to the at-use
+    check, which reads a missing passage as nobody's: the load goes on)."""
+    try:
+        names = await index_names(store, index)
+        removed = await purge_outlines(store, entries={source(name, i) for name in names for i in ids})
+    except HopsearchError as exc:
+        log.warning("outline facts derived from %d deleted chunks not purged: %s", len(ids), exc)
+        return
+    if removed:
+        log.info("purged %d outline facts derived from %d deleted chunks", removed, len(ids))
 
 
 def _under_any(path: str, folders: list[str]) -> bool:

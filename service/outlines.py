@@ -2,40 +2,29 @@
 
 An :class:`EntityOutline` is an entity's name, its aliases and its facts; every :class:`Fact` keeps its
 provenance (the question and sub-query that produced it, the passage ids it rests on, the model, the
-time and the trace id). Strategies reach storage through the small :class:`OutlineStore` protocol;
-:class:`EsOutlineStore` keeps the documents in ``<prefix>-outlines`` (``es_mappings/outlines.json``).
+time, the trace id, the key and subject that wrote it) and its lineage (every passage it was derived
+from, and the principals that could read all of them: :mod:`hopsearch.service.outline_lineage`); every
+alias its lineage too (:class:`AliasSource`). Storage is :mod:`hopsearch.service.outline_store`.
 
 Freshness is the caller's rule: :meth:`EntityOutline.fresh_facts` keeps facts younger than a limit.
-Writes are read-merge-write (the test distributions have no painless for scripted updates): aliases
-are unioned, facts appended once (same summary and passages = same fact), the newest ``MAX_FACTS``
-kept. The write is conditional on the version read (``if_seq_no``/``if_primary_term``, a first write
-``op_type=create``): where another question or service process saved the entity in between,
-Elasticsearch answers 409 and the save re-reads and merges again, up to ``SAVE_ATTEMPTS`` times, then
-raises :class:`~hopsearch.service.errors.VersionConflict`. No fact is lost to a concurrent save.
+A merge unions aliases and appends facts once (same summary and lineage = same fact); the newest
+``MAX_FACTS`` are kept per **lineage scope** (the readers, the indices and the writing key), so facts
+one key writes never push out facts of another scope. :func:`usable` is what a reader may use of an outline.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import logging
-import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from hopsearch.service.entities import entity_key
-from hopsearch.service.errors import VersionConflict
-from hopsearch.service.store import Store
+from hopsearch.service.outline_lineage import OutlineReader, may_read, split_source
 
-log = logging.getLogger(__name__)
-
+#: Facts kept per entity and lineage scope (:attr:`Fact.scope`).
 MAX_FACTS = 100
-#: Conditional writes of one outline before a save gives up (each lost race re-reads and merges again).
-SAVE_ATTEMPTS = 32
-#: The text fields an outline search matches, with their boosts (the CLI and HTTP searches share them).
-TEXT_FIELDS = ("entity^3", "aliases^2", "facts.summary")
 
 
 def _time(value: Any) -> datetime:
@@ -45,9 +34,22 @@ def _time(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _strings(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(v) for v in value)
+
+
+def _usable(
+    lineage: Sequence[str] | None, readers: Sequence[str] | None, reader: OutlineReader, ok: Collection[str]
+) -> bool:
+    if lineage is None:  # written before lineage: admins only
+        return reader.caller.admin
+    return may_read(readers, reader) and all(entry in ok for entry in lineage)
+
+
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """One summary about an entity, with where it came from."""
+    """One summary about an entity, with where it came from. ``lineage`` (``<index>/<id>`` entries) is
+    None for a fact written before lineage existed; ``readers`` the principals that could read all of it."""
 
     summary: str
     question: str
@@ -57,9 +59,16 @@ class Fact:
     created_at: datetime
     trace_id: str
     passage_titles: tuple[str, ...] = ()
+    lineage: tuple[str, ...] | None = None
+    readers: tuple[str, ...] | None = None
+    key: str | None = None
+    subject: str | None = None
+    #: As read (never stored): ``pending`` where the trace it names is not written yet, ``lost`` where it
+    #: never will be (the service stopped during the question); the trace id is then not named.
+    trace_status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "summary": self.summary,
             "question": self.question,
             "sub_query": self.sub_query,
@@ -69,6 +78,16 @@ class Fact:
             "created_at": self.created_at.isoformat(),
             "trace_id": self.trace_id,
         }
+        if self.lineage is not None:
+            out["lineage"] = list(self.lineage)
+            out["readers"] = list(self.readers or ())
+        if self.key is not None:
+            out["key"] = self.key
+        if self.subject is not None:
+            out["subject"] = self.subject
+        if self.trace_status:
+            out["trace_status"] = self.trace_status
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fact:
@@ -81,11 +100,57 @@ class Fact:
             model=str(data.get("model", "")),
             created_at=_time(data.get("created_at") or datetime.now(UTC)),
             trace_id=str(data.get("trace_id", "")),
+            lineage=_strings(data.get("lineage")),
+            readers=_strings(data.get("readers")),
+            key=str(data["key"]) if data.get("key") is not None else None,
+            subject=str(data["subject"]) if data.get("subject") is not None else None,
         )
 
+    def with_trace(self, written: Collection[str], pending_s: float, now: datetime | None = None) -> Fact:
+        """The fact naming its trace only where it was written (``written``: the trace ids that exist);
+        else ``pending`` within ``pending_s`` of the fact (its question may still run), ``lost`` after."""
+        if not self.trace_id or self.trace_id in written:
+            return self
+        young = (now or datetime.now(UTC)) - self.created_at < timedelta(seconds=pending_s)
+        return replace(self, trace_id="", trace_status="pending" if young else "lost")
+
     @property
-    def identity(self) -> tuple[str, tuple[str, ...]]:
-        return self.summary.strip(), self.passage_ids
+    def identity(self) -> tuple[str, tuple[str, ...], tuple[str, ...] | None]:
+        return self.summary.strip(), self.passage_ids, self.lineage
+
+    @property
+    def scope(self) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+        """What the cap is kept per: the readers, the lineage's indices and the writing key."""
+        indices = tuple(sorted({split_source(e)[0] for e in self.lineage or ()}))
+        return self.readers or (), indices, self.key or ""
+
+    def shown_to(self, reader: OutlineReader) -> Fact:
+        """The fact as ``reader`` sees it: another user's question, trace id and key are not shown to a
+        non-admin."""
+        caller = reader.caller
+        if caller.admin or (self.subject is not None and self.subject == caller.subject):
+            return self
+        return replace(self, question="", trace_id="", key=None, subject=None)
+
+
+@dataclass(frozen=True, slots=True)
+class AliasSource:
+    """A name an entity is also known by, with the lineage of the prompt it was learnt from."""
+
+    name: str
+    lineage: tuple[str, ...]
+    readers: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "lineage": list(self.lineage), "readers": list(self.readers or ())}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AliasSource:
+        return cls(
+            str(data.get("name", "")),
+            tuple(str(e) for e in data.get("lineage") or ()),
+            _strings(data.get("readers")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +162,7 @@ class EntityOutline:
     aliases: tuple[str, ...] = ()
     facts: tuple[Fact, ...] = ()
     updated_at: datetime | None = None
+    alias_lineage: tuple[AliasSource, ...] = ()
 
     @property
     def key(self) -> str:
@@ -111,23 +177,49 @@ class EntityOutline:
                 found.append(key)
         return found
 
+    def lineage(self) -> set[str]:
+        """Every lineage entry of its facts and aliases."""
+        entries = {e for fact in self.facts for e in fact.lineage or ()}
+        return entries | {e for alias in self.alias_lineage for e in alias.lineage}
+
     def fresh_facts(self, max_age_s: float, now: datetime | None = None) -> tuple[Fact, ...]:
         cutoff = (now or datetime.now(UTC)) - timedelta(seconds=max_age_s)
         return tuple(fact for fact in self.facts if fact.created_at >= cutoff)
 
     def merged(self, other: EntityOutline) -> EntityOutline:
-        """This outline with ``other``'s aliases and new facts added (newest ``MAX_FACTS`` kept)."""
+        """This outline with ``other``'s aliases and new facts added (the newest ``MAX_FACTS`` kept per
+        lineage scope)."""
         aliases = list(self.aliases)
         folded = {self.entity.casefold(), *(a.casefold() for a in aliases)}
         for alias in (other.entity, *other.aliases):
             if alias.casefold() not in folded:
                 aliases.append(alias)
                 folded.add(alias.casefold())
+        records = list(self.alias_lineage)
+        known_records = {(r.name.casefold(), r.lineage) for r in records}
+        records += [r for r in other.alias_lineage if (r.name.casefold(), r.lineage) not in known_records]
         facts = list(self.facts)
         known = {fact.identity for fact in facts}
         facts += [fact for fact in other.facts if fact.identity not in known]
         facts.sort(key=lambda fact: fact.created_at)
-        return replace(self, aliases=tuple(aliases), facts=tuple(facts[-MAX_FACTS:]))
+        kept: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[Fact]] = {}
+        for fact in facts:
+            kept.setdefault(fact.scope, []).append(fact)
+        newest = {id(f) for group in kept.values() for f in group[-MAX_FACTS:]}
+        return replace(
+            self,
+            aliases=tuple(aliases),
+            facts=tuple(f for f in facts if id(f) in newest),
+            alias_lineage=tuple(records),
+        )
+
+    def without(self, gone: Callable[[str], bool]) -> EntityOutline:
+        """This outline less every fact and alias whose lineage holds an entry ``gone`` says is (a purge)."""
+        facts = tuple(f for f in self.facts if not any(gone(e) for e in f.lineage or ()))
+        records = tuple(r for r in self.alias_lineage if not any(gone(e) for e in r.lineage))
+        dropped = {r.name.casefold() for r in self.alias_lineage} - {r.name.casefold() for r in records}
+        aliases = tuple(a for a in self.aliases if a.casefold() not in dropped)
+        return replace(self, facts=facts, alias_lineage=records, aliases=aliases)
 
     def to_document(self) -> dict[str, Any]:
         return {
@@ -135,6 +227,7 @@ class EntityOutline:
             "entity_key": self.key,
             "entity": self.entity,
             "aliases": list(self.aliases),
+            "alias_lineage": [a.to_dict() for a in self.alias_lineage],
             "keys": self.keys(),
             "facts": [fact.to_dict() for fact in self.facts],
             "updated_at": (self.updated_at or datetime.now(UTC)).isoformat(),
@@ -149,7 +242,26 @@ class EntityOutline:
             aliases=tuple(str(a) for a in doc.get("aliases") or ()),
             facts=tuple(Fact.from_dict(f) for f in doc.get("facts") or ()),
             updated_at=_time(updated) if updated else None,
+            alias_lineage=tuple(AliasSource.from_dict(a) for a in doc.get("alias_lineage") or ()),
         )
+
+
+def usable(outline: EntityOutline, reader: OutlineReader, readable: Collection[str]) -> EntityOutline | None:
+    """What ``reader`` may use of ``outline``, given the lineage entries it may read now (``readable``:
+    :func:`~hopsearch.service.outline_lineage.readable_sources`): the usable facts as the reader sees them,
+    the aliases with a usable lineage (admins: those without lineage too); None where nothing is usable."""
+    facts = tuple(f.shown_to(reader) for f in outline.facts if _usable(f.lineage, f.readers, reader, readable))
+    good = {r.name.casefold() for r in outline.alias_lineage if _usable(r.lineage, r.readers, reader, readable)}
+    recorded = {r.name.casefold() for r in outline.alias_lineage}
+    legacy = reader.caller.admin
+    aliases = tuple(a for a in outline.aliases if a.casefold() in good or (legacy and a.casefold() not in recorded))
+    if not facts and not aliases:
+        return None
+    records = tuple(r for r in outline.alias_lineage if r.name.casefold() in good)
+    updated = outline.updated_at
+    if not reader.caller.admin:
+        updated = max((f.created_at for f in facts), default=None)
+    return replace(outline, facts=facts, aliases=aliases, alias_lineage=records, updated_at=updated)
 
 
 def render_outline(sections: Sequence[tuple[str, Sequence[str]]]) -> str:
@@ -165,127 +277,3 @@ def render_outline(sections: Sequence[tuple[str, Sequence[str]]]) -> str:
 def outline_id(namespace: str, key: str) -> str:
     """The document ``_id`` of an entity in a namespace (a digest: keys may be long)."""
     return hashlib.sha1(f"{namespace}\x00{key}".encode()).hexdigest()
-
-
-def entity_query(entity: str, namespace: str | None = None, *, phrase: bool = False) -> dict[str, Any]:
-    """Outlines of an entity: its entity key, its exact name or alias, or the normalised keys DualRAG
-    stores outlines under. ``phrase`` adds case-insensitive (still literal) phrase matches on the name
-    and aliases."""
-    names = sorted({entity, entity.strip(), entity.strip().casefold()})
-    should: list[dict[str, Any]] = [{"terms": {"entity_key": names}}]
-    should += [{"terms": {"entity.keyword": names}}, {"terms": {"aliases.keyword": names}}]
-    key = entity_key(entity)
-    if key:
-        should.append({"term": {"keys": key}})
-    if phrase:
-        should += [{"match_phrase": {field: entity}} for field in ("entity", "aliases")]
-    query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
-    if namespace:
-        query["bool"]["filter"] = [{"term": {"namespace": namespace}}]
-    return query
-
-
-def search_body(
-    *, query: str | None = None, entity: str | None = None, namespace: str | None = None, size: int = 10
-) -> dict[str, Any]:
-    """The outline search: full text over names, aliases and facts (:data:`TEXT_FIELDS`) and/or an
-    entity (:func:`entity_query`), within a namespace where one is given."""
-    must: list[dict[str, Any]] = []
-    if query:
-        must.append(
-            {"multi_match": {"query": query, "fields": list(TEXT_FIELDS), "type": "best_fields", "tie_breaker": 0.3}}
-        )
-    if entity:
-        must.append(entity_query(entity, phrase=True))
-    filters = [{"term": {"namespace": namespace}}] if namespace else []
-    return {"size": size, "query": {"bool": {"must": must or [{"match_all": {}}], "filter": filters}}}
-
-
-class OutlineStore(Protocol):
-    """Where outlines persist between questions."""
-
-    async def lookup(self, namespace: str, names: Sequence[str]) -> list[EntityOutline]:
-        """Stored outlines whose entity key or an alias key equals the key of one of ``names``."""
-        ...
-
-    async def save(self, outlines: Sequence[EntityOutline]) -> None:
-        """Merge each outline into the stored one (or create it)."""
-        ...
-
-    async def search(self, namespace: str, query: str, *, size: int = 10) -> list[EntityOutline]:
-        """Full-text search over entity names, aliases and fact summaries."""
-        ...
-
-
-class EsOutlineStore:
-    """The :class:`OutlineStore` over the outlines index of a :class:`Store`."""
-
-    def __init__(self, store: Store, index: str | None = None) -> None:
-        self.store = store
-        self.index = index or store.settings.outlines_index
-
-    async def get(self, namespace: str, entity: str) -> EntityOutline | None:
-        """The outline an entity name (or one of its aliases) names, or ``None``."""
-        found = await self.lookup(namespace, [entity])
-        return found[0] if found else None
-
-    async def lookup(self, namespace: str, names: Sequence[str]) -> list[EntityOutline]:
-        keys = sorted({key for name in names if (key := entity_key(name))})
-        if not keys:
-            return []
-        body = {
-            "size": min(10 * len(keys), 1000),
-            "query": {"bool": {"filter": [{"term": {"namespace": namespace}}, {"terms": {"keys": keys}}]}},
-        }
-        response = await self.store.search(self.index, body)
-        outlines = [EntityOutline.from_document(hit["_source"]) for hit in response["hits"]["hits"]]
-        # An exact entity key beats a shared alias.
-        return sorted(outlines, key=lambda outline: (outline.key not in keys, outline.entity))
-
-    async def _save_one(self, outline: EntityOutline) -> None:
-        doc_id = outline_id(outline.namespace, outline.key)
-        for attempt in range(SAVE_ATTEMPTS):
-            stored = await self.store.get_versioned(self.index, doc_id)
-            merged = EntityOutline.from_document(stored[0]).merged(outline) if stored else outline
-            doc = replace(merged, updated_at=datetime.now(UTC)).to_document()
-            try:
-                if stored is None:
-                    await self.store.put_document(self.index, doc_id, doc, refresh=True, create=True)
-                else:
-                    _, seq_no, term = stored
-                    await self.store.put_document(
-                        self.index, doc_id, doc, refresh=True, if_seq_no=seq_no, if_primary_term=term
-                    )
-                return
-            except VersionConflict:
-                log.debug("outline %s changed while saving (attempt %d): merging again", doc_id, attempt + 1)
-                await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 5)))
-        raise VersionConflict(
-            f"outline of {outline.entity!r} in namespace {outline.namespace!r} kept changing: "
-            f"gave up after {SAVE_ATTEMPTS} conditional writes",
-            details={"index": self.index, "id": doc_id, "attempts": SAVE_ATTEMPTS},
-        )
-
-    async def save(self, outlines: Sequence[EntityOutline]) -> None:
-        # Never let a write auto-create the index: that gives it dynamic mappings, and the concurrent
-        # saves' reads race the new shard's start (no_shard_available).
-        await self.store.ensure_side_indices()
-        await asyncio.gather(*(self._save_one(outline) for outline in outlines if outline.key))
-
-    async def search(self, namespace: str, query: str, *, size: int = 10) -> list[EntityOutline]:
-        response = await self.search_hits(query=query, namespace=namespace, size=size)
-        return [EntityOutline.from_document(hit["_source"]) for hit in response["hits"]["hits"]]
-
-    async def search_hits(
-        self, *, query: str | None = None, entity: str | None = None, namespace: str | None = None, size: int = 10
-    ) -> dict[str, Any]:
-        """The search response of :func:`search_body` (hits with ``_id``, ``_score``, ``_source``)."""
-        return await self.store.search(
-            self.index, search_body(query=query, entity=entity, namespace=namespace, size=size)
-        )
-
-    async def latest_hit(self, entity: str, namespace: str | None = None) -> dict[str, Any] | None:
-        """The most recently updated outline of an entity (by key, name or alias) as a search hit."""
-        body = {"size": 1, "query": entity_query(entity, namespace), "sort": [{"updated_at": {"order": "desc"}}]}
-        hits = (await self.store.search(self.index, body)).get("hits", {}).get("hits", [])
-        return dict(hits[0]) if hits else None

@@ -16,6 +16,7 @@ from typing import Any
 from hopsearch.service.access import Caller, Scope
 from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
 from hopsearch.service.filters import parse_filters, refused_filter
+from hopsearch.service.outline_lineage import bound_namespace
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
     DEFAULT_MAX_TOKENS,
@@ -52,12 +53,6 @@ def permitted(caller: Caller, action: str, index: str) -> None:
         raise AuthorizationError(
             f"{who} may not read index [{index}] (the key's index patterns: {patterns})", details={"index": index}
         )
-
-
-def outline_namespace(caller: Caller, asked: str | None) -> str | None:
-    """The outline namespace a request reads and writes: the one bound to the caller's key, whatever was
-    asked (a key bound to a namespace never reaches another's outlines), else the one asked."""
-    return caller.namespace if caller.namespace is not None and not caller.admin else asked
 
 
 def _scope(
@@ -98,8 +93,8 @@ async def ask_request(
     """The checked request of one question. ``options`` (the Python API's) fill what is not given one by one.
     Checks the question's length, the strategy, k (``api_max_k``), the filters (a 400 naming the field) and
     that the passages ``index`` (default: the settings' alias) exists; the retrieval mode defaults to the
-    index's (:meth:`Runtime.retrieval_mode`), the namespace to the key's (:func:`outline_namespace`), else the
-    ``outline_namespace`` setting."""
+    index's (:meth:`Runtime.retrieval_mode`), the namespace to the caller's key's (else the ``outline_namespace``
+    setting; only admins may name one)."""
     settings = runtime.settings
     given = {f.name: getattr(options, f.name) for f in dataclass_fields(AskOptions)} if options is not None else {}
     check_text(question, settings.api_max_question_chars, fields.text)
@@ -127,7 +122,7 @@ async def ask_request(
         scope,
         strategy=strategy,
         options=chosen,
-        namespace=outline_namespace(caller, namespace) or settings.outline_namespace,
+        namespace=bound_namespace(caller, namespace, settings.outline_namespace) or settings.outline_namespace,
         index_note=schema_note(scope.index, await runtime.store.index_meta(scope.index), scope.acl_default),
     )
 

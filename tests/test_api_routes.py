@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from hopsearch.cli.main import main
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline, Fact
 from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 

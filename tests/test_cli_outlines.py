@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 
 from hopsearch.cli.main import main
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline, Fact
 from hopsearch.service.store import Store
 
 
@@ -26,6 +27,8 @@ async def test_outlines_show_and_search(store: Store) -> None:
             EntityOutline("films", "Jaws", (), (fresh,)),
         ]
     )
+    # trace-1 was written; trace-0 never was (the service stopped during its question)
+    await store.put_document(store.settings.traces_index, "trace-1", {"trace_id": "trace-1"}, refresh=True)
     env = {"HOPSEARCH_ES_URL": store.settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": store.settings.index_prefix}
     runner = CliRunner()
 
@@ -37,6 +40,7 @@ async def test_outlines_show_and_search(store: Store) -> None:
     assert code == 0, out
     assert out.startswith("## Richard Donner  (also: Donner)  [namespace default, 2 facts]")
     assert "- Richard Donner was born in 1930.  (stale)" in out  # older than the 7-day default
+    assert "trace lost (never written" in out and "trace-0" not in out
     assert "- Richard Donner directed Lethal Weapon.\n    passages p-lethal;" in out and "trace trace-1" in out
     assert "from: 'Who directed it?' / 'Lethal Weapon director'" in out
 

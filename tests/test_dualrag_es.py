@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline, Fact
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions

@@ -15,7 +15,7 @@ import pytest
 
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store

@@ -20,7 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api import create_app
 from hopsearch.service.auth.keys import NewKey
-from hopsearch.service.usecases import outline_namespace
+from hopsearch.service.errors import AuthorizationError
+from hopsearch.service.outline_lineage import bound_namespace
 from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.conftest import EsNode
 
@@ -222,9 +223,12 @@ async def test_mcp_tools_keep_a_keys_actions(es8_node: EsNode) -> None:
 
 def test_a_key_bound_to_a_namespace_reads_and_writes_only_there() -> None:
     bound = Caller.of(["public"], key="team-a-backend", namespace="team-a")
-    assert outline_namespace(bound, None) == "team-a" and outline_namespace(bound, "team-b") == "team-a"
-    assert outline_namespace(Caller.of(["public"]), "team-b") == "team-b"
-    assert outline_namespace(ADMIN, "team-b") == "team-b"
+    assert bound_namespace(bound, None, "hopsearch") == "team-a"
+    assert bound_namespace(bound, "team-a", "hopsearch") == "team-a"
+    with pytest.raises(AuthorizationError):  # another key's namespace is not a non-admin's to name
+        bound_namespace(bound, "team-b", "hopsearch")
+    assert bound_namespace(Caller.of(["public"]), None, "hopsearch") == "hopsearch"
+    assert bound_namespace(ADMIN, "team-b", "hopsearch") == "team-b"
 
 
 async def test_audit_events_are_log_records_without_secrets(es8_node: EsNode, caplog: pytest.LogCaptureFixture) -> None:

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from hopsearch.service.errors import VersionConflict
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline
 from hopsearch.service.store import Store
 from hopsearch.service.traces import ElasticsearchTraceSink
 
@@ -22,7 +23,8 @@ WORKER = r"""
 import asyncio, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from hopsearch.service.outlines import EntityOutline, EsOutlineStore, Fact
+from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines import EntityOutline, Fact
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 

@@ -5,8 +5,8 @@ whole for the markers of passages the caller may not read: the answer, its citat
 output and details, every prompt the LLM was sent, and the stored trace as its owner reads it back. A
 trace is its asker's: another caller reads it as missing, an admin reads it.
 
-DualRAG reuses no stored outline here (``outline_max_age_s=0``, a namespace per caller): outlines shared
-across users are the next issue's (an outline fact's lineage), not this one's.
+DualRAG reuses no stored outline here (``outline_max_age_s=0``): outlines shared across users are
+``test_outline_sharing.py``'s.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ async def _ask_all(
                     caller=caller,
                     strategy=strategy,
                     retrieval_mode=mode,  # type: ignore[arg-type]
-                    namespace=f"ns-{name}",
                 )
                 answer = await usecases.ask(runtime, request)
                 label = f"{strategy}/{mode}/{name}"

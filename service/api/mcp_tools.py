@@ -22,7 +22,8 @@ from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_lineage import bound_namespace, reader_for
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
 from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.types import RetrievalMode
@@ -151,12 +152,12 @@ def build_server(state: ApiState) -> MCPServer:
         may(caller, "outlines")
         check_text(entity, settings.api_max_question_chars, "entity")
         runtime = await state.runtime()
-        namespace = usecases.outline_namespace(caller, namespace)
-        hit = await EsOutlineStore(runtime.store, settings.outlines_index).latest_hit(entity, namespace)
-        if hit is None:
+        space = bound_namespace(caller, namespace, settings.outline_namespace)
+        reader = reader_for(caller, settings.acl_default)
+        found = await EsOutlineStore(runtime.store, settings.outlines_index).latest(entity, space, reader)
+        if found is None:
             raise NotFound(f"no outline for entity [{entity}]")
-        outline: dict[str, Any] = hit["_source"]
-        return outline
+        return found[1].to_document()
 
     async def run_trace(trace_id: str, caller: Caller) -> dict[str, Any]:
         may(caller, "traces")
@@ -199,7 +200,9 @@ def build_server(state: ApiState) -> MCPServer:
 
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
-        namespace: Annotated[str | None, Field(description="Outline namespace (default: any).")] = None,
+        namespace: Annotated[
+            str | None, Field(description="Outline namespace (admins only; default: the key's).")
+        ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         return await _guarded(state, run_outline(entity, namespace, caller_of_tool(ctx)))

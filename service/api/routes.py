@@ -27,7 +27,8 @@ from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError, NotFound
 from hopsearch.service.health import readiness
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_lineage import bound_namespace, reader_for
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.requests import HTTP_SEARCH, check_k
 from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.types import Hit, SearchResult
@@ -160,30 +161,45 @@ async def get_outline(
     entity: Annotated[str, Path(min_length=1, max_length=512)],
     namespace: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
 ) -> OrjsonResponse:
-    """The knowledge outline of an entity (by key, name or alias), the most recently updated first."""
+    """The knowledge outline of an entity (by key, name or alias), the most recently updated first: only the
+    facts and aliases the caller may use (every passage they were derived from readable now), in the
+    caller's key's namespace (admins: any, or the one named)."""
     state = state_of(request)
     runtime = await state.runtime()
-    namespace = usecases.outline_namespace(caller_of(request.scope), namespace)
-    hit = await EsOutlineStore(runtime.store, state.settings.outlines_index).latest_hit(entity, namespace)
-    if hit is None:
+    caller = caller_of(request.scope)
+    space = bound_namespace(caller, namespace, state.settings.outline_namespace)
+    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
+    found = await outlines.latest(entity, space, reader_for(caller, state.settings.acl_default))
+    if found is None:
         raise NotFound(f"no outline for entity [{entity}]", details={"index": state.settings.outlines_index})
-    return OrjsonResponse({"_index": hit["_index"], "_id": hit["_id"], "found": True, "_source": hit["_source"]})
+    hit, outline = found
+    body = {"_index": hit["_index"], "_id": hit["_id"], "found": True, "_source": outline.to_document()}
+    note = await outlines.note()
+    return OrjsonResponse(body | ({"outlines_note": note} if note else {}))
 
 
 @router.post("/_outlines/_search", response_model=None, responses={200: {"model": SearchResponse}})
 async def search_outlines(request: Request, body: OutlineSearchRequest) -> OrjsonResponse:
-    """Outlines by entity (key, name or alias) and/or text over names, aliases and facts."""
+    """Outlines by entity (key, name or alias) and/or text over names, aliases and facts: only facts and
+    aliases the caller may use are matched, ranked, counted and shown."""
     started = time.perf_counter()
     state = state_of(request)
     check_k(body.size, state.settings.api_max_k, "body.size")
     runtime = await state.runtime()
+    caller = caller_of(request.scope)
+    space = bound_namespace(caller, body.namespace, state.settings.outline_namespace)
     outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
-    namespace = usecases.outline_namespace(caller_of(request.scope), body.namespace)
-    found = await outlines.search_hits(query=body.query, entity=body.entity, namespace=namespace, size=body.size)
+    found, total = await outlines.search_outlines(
+        query=body.query,
+        entity=body.entity,
+        namespace=space,
+        size=body.size,
+        reader=reader_for(caller, state.settings.acl_default),
+    )
     hits = [
-        {"_index": h["_index"], "_id": h["_id"], "_score": h.get("_score"), "_source": h.get("_source", {})}
-        for h in found.get("hits", {}).get("hits", [])
+        {"_index": h["_index"], "_id": h["_id"], "_score": h.get("_score"), "_source": outline.to_document()}
+        for h, outline in found
     ]
-    total = found.get("hits", {}).get("total", {})
-    value = total.get("value", len(hits)) if isinstance(total, dict) else int(total)
-    return OrjsonResponse(search_envelope(round((time.perf_counter() - started) * 1000), hits, value))
+    envelope = search_envelope(round((time.perf_counter() - started) * 1000), hits, total)
+    note = await outlines.note()
+    return OrjsonResponse(envelope | ({"outlines_note": note} if note else {}))

@@ -124,7 +124,11 @@ async def trace_page(request: Request, trace_id: Annotated[str, Path(min_length=
     settings = state.settings
     doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
     if doc is None:
-        raise NotFound(f"trace [{trace_id}] not found", details={"index": settings.traces_index})
+        raise NotFound(
+            f"trace [{trace_id}] not found: it is another user's, or it was never written (the service stopped "
+            "during its question: the trace was lost)",
+            details={"index": settings.traces_index},
+        )
     # titles of the passages the viewer may read now (ACLs may have changed since the question)
     index = str((doc.get("scope") or {}).get("index") or settings.passages_alias)
     scope = Scope(index, caller, acl_default=settings.acl_default)

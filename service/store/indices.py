@@ -153,13 +153,17 @@ class IndexLifecycle(Connected):
     async def _upgrade_side(self, name: str, template: Mapping[str, Any]) -> None:
         """Give an outlines or traces index made under an older template the fields added since (in place;
         schema 2 of traces: ``user``, whom a trace belongs to). Fields only ever are added to these
-        templates, so the template's properties are put as they are."""
+        templates, so the template's properties are put as they are; an index older than the template's
+        ``in_place_from`` is left as it is (its readers say how to rebuild it)."""
         wanted = int(template["mappings"]["_meta"]["schema_version"])
         response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
         for concrete, body in response.items():
             meta = body.get("mappings", {}).get("_meta", {})
-            if int(meta.get("schema_version", 0) or 0) >= wanted:
+            have = int(meta.get("schema_version", 0) or 0)
+            if have >= wanted:
                 continue
+            if have < int(template["mappings"]["_meta"].get("in_place_from", 0)):
+                continue  # not movable in place (outlines 1 → 2 nest the facts): it answers as it is
             mapping = {
                 "properties": template["mappings"]["properties"],
                 "_meta": {**meta, **template["mappings"]["_meta"], "upgraded_from": meta.get("schema_version")},

@@ -30,7 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from hopsearch.service.outlines import Fact, OutlineStore
+from hopsearch.service.outline_lineage import source
+from hopsearch.service.outline_store import OutlineStore
+from hopsearch.service.outlines import Fact
 from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
@@ -180,10 +182,14 @@ class DualRAG(RecordedStrategy):
             if new:
                 jobs.append((search, new))
         now = datetime.now(UTC)
+        prompted = set(run.lineage)  # the summarizer's prompt holds the whole outline and the thoughts
+        caller = context.request.scope.caller
+        index = context.request.scope.index
         for summary in await summarize(context, run.question, run.render(), run.thoughts, jobs, depth=depth):
             if summary.dropped or not summary.text:
                 continue
             ids = tuple(hit.id for hit in summary.hits)
+            lineage = tuple(sorted(prompted | {source(index, hit.id) for hit in summary.hits}))
             titles = tuple(hit.title for hit in summary.hits)
             fact = Fact(
                 summary=summary.text,
@@ -194,7 +200,11 @@ class DualRAG(RecordedStrategy):
                 model=summary.completion.model,
                 created_at=now,
                 trace_id=context.recorder.trace_id,
+                lineage=lineage,
+                key=caller.key,
+                subject=caller.subject,
             )
+            run.lineage.update(lineage)
             section = run.sections[summary.search.key]
             section.facts.append(fact)
             section.unsaved.append(fact)

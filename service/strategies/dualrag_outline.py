@@ -3,7 +3,10 @@
 :class:`RunOutline` is the run's state: the entity linker, one :class:`Section` per entity (facts,
 passages seen, facts not yet saved), the Reasoner's thoughts and the citations. :class:`OutlineLink`
 reuses stored fresh facts (namespace-scoped, younger than the freshness limit; looked up once per
-entity per run) and writes new facts back with their provenance.
+entity per run) that the run's caller may use (every passage of their lineage readable now, within the
+request's index and filters), and writes new facts back with their provenance. The run's ``lineage`` is
+every passage that entered its prompts (its hits, the lineage of the facts and aliases it reused): each
+new fact and alias carries it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 
 from hopsearch.service.entities import EntityLinker, KnownEntity
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outlines import EntityOutline, Fact, OutlineStore, render_outline
+from hopsearch.service.outline_lineage import OutlineReader
+from hopsearch.service.outline_store import OutlineStore
+from hopsearch.service.outlines import AliasSource, EntityOutline, Fact, render_outline
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch
 from hopsearch.service.traces import Citation, Step
@@ -34,6 +39,8 @@ class Section:
     seen: set[str] = field(default_factory=set)
     stored_name: str | None = None
     stored_names: set[str] = field(default_factory=set)
+    #: Names (casefolded) whose lineage is stored or written already.
+    recorded: set[str] = field(default_factory=set)
     checked: bool = False
 
     def new_names(self) -> bool:
@@ -51,6 +58,8 @@ class RunOutline:
     sections: dict[str, Section] = field(default_factory=dict)
     thoughts: list[str] = field(default_factory=list)
     citations: dict[str, Citation] = field(default_factory=dict)
+    #: Every lineage entry (``<index>/<id>``) that entered the run's prompts.
+    lineage: set[str] = field(default_factory=set)
 
     def render(self) -> str:
         """One heading per entity, its facts below it."""
@@ -69,15 +78,21 @@ class RunOutline:
 
 
 def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
-    return {
+    """A reused fact in the step (as the reader sees it: another user's question and trace id are blank)."""
+    item = {
         "entity": section.entity.name,
         "stored_entity": stored_entity,
         "summary": fact.summary,
         "passage_ids": list(fact.passage_ids),
-        "question": fact.question,
         "created_at": fact.created_at.isoformat(),
-        "trace_id": fact.trace_id,
     }
+    return item | {name: value for name, value in (("question", fact.question), ("trace_id", fact.trace_id)) if value}
+
+
+def reader_of(context: RunContext) -> OutlineReader:
+    """Who the run reads outlines as: its caller, bound to the request's index and filters."""
+    scope = context.request.scope
+    return OutlineReader(scope.caller, scope.acl_default, index=scope.index, filters=scope.filters)
 
 
 class OutlineLink:
@@ -101,7 +116,7 @@ class OutlineLink:
         names = [n for key in unchecked for n in (run.sections[key].entity.name, *run.sections[key].entity.aliases)]
         started = time.monotonic()
         try:
-            stored = await self.store.lookup(context.request.namespace, names)
+            stored = await self.store.lookup(context.request.namespace, names, reader_of(context))
         except HopsearchError as exc:
             log.warning("outline lookup failed; retrieving instead: %s", exc)
             return list(searches)
@@ -114,6 +129,9 @@ class OutlineLink:
             if match is not None:
                 section.stored_name = match.entity
                 section.stored_names = {n.casefold() for n in (match.entity, *match.aliases)}
+                section.recorded |= {a.name.casefold() for a in match.alias_lineage} | {match.entity.casefold()}
+                for record in match.alias_lineage:
+                    run.lineage.update(record.lineage)
                 for alias in (match.entity, *match.aliases):
                     section.entity.add_alias(alias)
             fresh = match.fresh_facts(self.max_age_s) if match is not None and self.max_age_s > 0 else ()
@@ -123,6 +141,7 @@ class OutlineLink:
             for fact in fresh:
                 section.facts.append(fact)
                 section.seen.update(fact.passage_ids)
+                run.lineage.update(fact.lineage or ())
                 run.cite(fact.passage_ids, fact.passage_titles)
                 reused.append(_reused(section, match.entity, fact))
         if reused:
@@ -148,13 +167,17 @@ class OutlineLink:
         if self.store is None or not self.persist:
             return
         outlines = []
+        saved: list[Section] = []
         for section in run.sections.values():
             if not section.unsaved and not section.new_names():
                 continue
             name = section.stored_name or section.entity.name
             names = (section.entity.name, *section.entity.aliases)
             aliases = tuple(a for a in names if a.casefold() != name.casefold())
-            outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved)))
+            lineage = tuple(sorted(run.lineage))
+            records = tuple(AliasSource(a, lineage) for a in aliases if a.casefold() not in section.recorded)
+            outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved), alias_lineage=records))
+            saved.append(section)
         if not outlines:
             return
         try:
@@ -162,7 +185,10 @@ class OutlineLink:
         except HopsearchError as exc:
             log.warning("could not save outlines: %s", exc)
             return
-        for section in run.sections.values():
+        for section in saved:
             section.unsaved.clear()
-            if section.stored_name is not None:
-                section.stored_names |= {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
+            spellings = {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
+            section.recorded |= spellings
+            # stored now: a spelling learnt later is saved even without a new fact
+            section.stored_name = section.stored_name or section.entity.name
+            section.stored_names |= spellings

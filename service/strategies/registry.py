@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import RecordedStrategy, Strategy
