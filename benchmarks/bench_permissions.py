@@ -25,12 +25,11 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_capacity import passages  # noqa: E402
+from benchmarks.bench_dualrag import medians_ms  # noqa: E402
 from hopsearch.service.access import ADMIN, Caller, Scope  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
 from hopsearch.service.settings import load_settings  # noqa: E402
@@ -61,20 +61,6 @@ def acl_of(n: int) -> list[str]:
 
 def principals_for(share: str, size: int) -> list[str]:
     return [SHARES[share], *(f"group:f{i}" for i in range(size - 1))]
-
-
-async def medians_ms(actions: Sequence[Callable[[], Awaitable[object]]], runs: int, warm: int) -> list[float]:
-    """Median wall time of each action, interleaved (A B C A B C …) so load from elsewhere hits all alike."""
-    for _ in range(warm):
-        for action in actions:
-            await action()
-    times: list[list[float]] = [[] for _ in actions]
-    for _ in range(runs):
-        for number, action in enumerate(actions):
-            started = time.perf_counter()
-            await action()
-            times[number].append((time.perf_counter() - started) * 1000)
-    return [statistics.median(samples) for samples in times]
 
 
 async def load(store: Store, count: int, merge: int = 0) -> tuple[str, list[str]]:
