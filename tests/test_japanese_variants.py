@@ -18,7 +18,7 @@ from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.entities import EntityLinker, entity_key
 from hopsearch.service.errors import InputError
 from hopsearch.service.japanese import TOKENS, Synonyms, ja_query, ja_tokens_note, ja_tokens_of, tokenizer
-from hopsearch.service.outlines import EsOutlineStore
+from hopsearch.service.outline_store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
