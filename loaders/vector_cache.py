@@ -83,7 +83,17 @@ class VectorCache:
         """The cache of these settings (``<cache_dir>/vectors.sqlite3``, ``vector_cache_mb``), None if off."""
         if settings.vector_cache_mb <= 0:
             return None
-        return cls(settings.cache_dir / FILE_NAME, max_bytes=settings.vector_cache_mb * 1024 * 1024)
+        path = settings.cache_dir / FILE_NAME
+        try:
+            return cls(path, max_bytes=settings.vector_cache_mb * 1024 * 1024)
+        except (OSError, sqlite3.Error) as exc:  # a folder this user cannot write: a load without the cache
+            log.warning(
+                "vector cache %s cannot be opened (%s): this load runs without it (vectors are read back or "
+                "embedded again); set HOPSEARCH_CACHE_DIR to a writable folder, or HOPSEARCH_VECTOR_CACHE_MB=0",
+                path,
+                exc,
+            )
+            return None
 
     def get_many(self, embedder: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         """The cached vectors of ``hashes`` (those there are) for ``embedder``, by hash."""

@@ -14,6 +14,7 @@ from hopsearch.loaders.vector_cache import VectorCache, content_hash
 from hopsearch.service.access import ADMIN, Caller, Scope, access_clause, document_acl, document_principal
 from hopsearch.service.errors import InputError
 from hopsearch.service.retrieval.readers import by_id_body, shown_hits
+from hopsearch.service.settings import Settings
 from hopsearch.service.trace_reads import owns, recent_body
 from hopsearch.service.types import Hit
 
@@ -125,3 +126,18 @@ def test_the_vector_cache_keeps_float32_vectors_within_its_bound(tmp_path: Path)
     path.write_bytes(b"not a database at all" * 100)  # damaged: started anew
     with VectorCache(path) as cache:
         assert len(cache) == 0
+
+
+def test_a_vector_cache_folder_that_cannot_be_written_is_a_load_without_the_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A load run by a user who cannot write the cache folder (another HOME, a read-only mount) goes on
+    without the cache, saying so, instead of failing before its first document."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be")
+    settings = Settings(cache_dir=blocked / "hopsearch", vector_cache_mb=64)  # type: ignore[call-arg]
+    assert VectorCache.for_settings(settings) is None
+    assert "runs without it" in caplog.text and "HOPSEARCH_CACHE_DIR" in caplog.text
+    opened = VectorCache.for_settings(Settings(cache_dir=tmp_path / "ok", vector_cache_mb=64))  # type: ignore[call-arg]
+    assert opened is not None
+    opened.close()
