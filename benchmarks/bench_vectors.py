@@ -48,10 +48,8 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_capacity import passages  # noqa: E402
-
+from benchmarks.bench_capacity import passages  # noqa: E402
 from hopsearch.service.embedders.factory import make_embedder  # noqa: E402
 from hopsearch.service.retrieval.bodies import knn_body  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402

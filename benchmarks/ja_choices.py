@@ -31,11 +31,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_japanese as bj  # noqa: E402
 from sudachipy import SplitMode  # type: ignore[import-untyped]  # noqa: E402
 
+from benchmarks import bench_japanese as bj  # noqa: E402
 from hopsearch.loaders import pipeline, reuse  # noqa: E402
 from hopsearch.service import fusion  # noqa: E402
 from hopsearch.service import japanese as ja  # noqa: E402
