@@ -46,56 +46,44 @@ async def copy_rest(
     """Copy the passages of ``old`` that ``own`` does not match into ``new``; returns how many."""
     cache = VectorCache.for_settings(store.settings) if embedder is not None else None
     try:
-        return await _copy(store, old, new, own, embedder, options, ja_analysis, cache)
+        size = max(100, min(options.batch_size, 5000))
+        query = {"bool": {"must_not": [own]}}
+        after: list[Any] | None = None
+        copied = 0
+        counts = VectorCounts()
+        log.info("rebuild: copying the passages of [%s] this load does not rewrite into [%s]", old, new)
+        while True:
+            body: dict[str, Any] = {"size": size, "query": query, "sort": SORT}
+            if after is not None:
+                body["search_after"] = after
+            hits = (await store.search(old, body))["hits"]["hits"]
+            if not hits:
+                log.info("rebuild: %d passages copied, vectors %s", copied, counts.to_dict())
+                return copied
+            batch = SourceBatch(after=0)
+            for hit in hits:
+                passage = dict(hit["_source"])
+                passage.pop("embedding", None)  # another model's, or none: this version's embedder decides
+                passage.pop("embedder", None)
+                annotate(passage, ja_analysis)  # token fields are never in _source: made again for this index
+                batch.add(0, str(hit["_id"]), passage, {"_id": hit["_id"]})
+            if embedder is not None:  # every passage is the old version's as it is: its vector may be reused
+                batch.stored = list(range(len(batch.bodies)))
+                await fill_vectors(store, old, batch, embedder, cache, counts)
+            _, failures = await send_batch(store, new, batch, options)
+            if failures:
+                _, item = next(iter(failures[0].items()))
+                raise StoreError(
+                    f"--rebuild: {len(failures)} passages of [{old}] could not be copied into [{new}] "
+                    f"({error_text(item)}); the alias still names [{old}]",
+                    details={"status": item.get("status")},
+                )
+            copied += len(hits)
+            after = hits[-1]["sort"]
+
     finally:
         if cache is not None:
             cache.close()
-
-
-async def _copy(
-    store: Store,
-    old: str,
-    new: str,
-    own: dict[str, Any],
-    embedder: Embedder | None,
-    options: LoadOptions,
-    ja_analysis: str | None,
-    cache: VectorCache | None,
-) -> int:
-    size = max(100, min(options.batch_size, 5000))
-    query = {"bool": {"must_not": [own]}}
-    after: list[Any] | None = None
-    copied = 0
-    counts = VectorCounts()
-    log.info("rebuild: copying the passages of [%s] this load does not rewrite into [%s]", old, new)
-    while True:
-        body: dict[str, Any] = {"size": size, "query": query, "sort": SORT}
-        if after is not None:
-            body["search_after"] = after
-        hits = (await store.search(old, body))["hits"]["hits"]
-        if not hits:
-            log.info("rebuild: %d passages copied, vectors %s", copied, counts.to_dict())
-            return copied
-        batch = SourceBatch(after=0)
-        for hit in hits:
-            passage = dict(hit["_source"])
-            passage.pop("embedding", None)  # another model's, or none: this version's embedder decides
-            passage.pop("embedder", None)
-            annotate(passage, ja_analysis)  # token fields are never in _source: made again for this index
-            batch.add(0, str(hit["_id"]), passage, {"_id": hit["_id"]})
-        if embedder is not None:  # every passage is the old version's as it is: its vector may be reused
-            batch.stored = list(range(len(batch.bodies)))
-            await fill_vectors(store, old, batch, embedder, cache, counts)
-        _, failures = await send_batch(store, new, batch, options)
-        if failures:
-            _, item = next(iter(failures[0].items()))
-            raise StoreError(
-                f"--rebuild: {len(failures)} passages of [{old}] could not be copied into [{new}] "
-                f"({error_text(item)}); the alias still names [{old}]",
-                details={"status": item.get("status")},
-            )
-        copied += len(hits)
-        after = hits[-1]["sort"]
 
 
 def rebuild_advice(exc: EmbedderMismatch, kind: str, path: Path, named: str | None) -> EmbedderMismatch:

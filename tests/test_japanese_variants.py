@@ -85,13 +85,19 @@ async def _load(store: Store, root: Path, tmp_path: Path) -> None:
     assert report.indexed == len(DOCS) and report.rejected == 0
 
 
-async def test_variant_names_and_synonyms_find_their_documents(es_node: EsNode, tmp_path: Path) -> None:
+def _docs_and_synonyms(tmp_path: Path) -> tuple[Path, Path]:
+    """The test documents in a folder, and a synonyms file naming 研開 as 研究開発部."""
     root = tmp_path / "docs"
     root.mkdir()
     for name, text in DOCS.items():
         (root / name).write_text(text, encoding="utf-8")
     synonyms = tmp_path / "synonyms.txt"
     synonyms.write_text("研究開発部, 研開\n", encoding="utf-8")
+    return root, synonyms
+
+
+async def test_variant_names_and_synonyms_find_their_documents(es_node: EsNode, tmp_path: Path) -> None:
+    root, synonyms = _docs_and_synonyms(tmp_path)
     store = await Store.connect(make_settings(es_node.url, ja_synonyms=synonyms))
     try:
         await _load(store, root, tmp_path)
@@ -146,12 +152,7 @@ async def test_an_index_built_before_token_versions_keeps_its_recipe(store: Stor
 async def test_dualrag_keys_a_company_abbreviation_as_its_group_name(es8_node: EsNode, tmp_path: Path) -> None:
     """The identifier says 「研開」: DualRAG searches and keeps the outline under 「研究開発部」 (ja_synonyms),
     so a later question that names either finds the same outline."""
-    root = tmp_path / "docs"
-    root.mkdir()
-    for name, text in DOCS.items():
-        (root / name).write_text(text, encoding="utf-8")
-    synonyms = tmp_path / "synonyms.txt"
-    synonyms.write_text("研究開発部, 研開\n", encoding="utf-8")
+    root, synonyms = _docs_and_synonyms(tmp_path)
     store = await Store.connect(make_settings(es8_node.url, ja_synonyms=synonyms))
     try:
         await _load(store, root, tmp_path)

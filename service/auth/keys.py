@@ -144,21 +144,28 @@ def record_of(doc: Mapping[str, Any]) -> KeyRecord:
     )
 
 
-def document_of(record: KeyRecord, digest: str) -> dict[str, Any]:
+def _fields(record: KeyRecord) -> dict[str, Any]:
+    """What a key's stored document and its listing share."""
     return {
-        "kind": "key",
         "name": record.name,
-        "hash": digest,
         "principals": sorted(record.principals),
         "indices": list(record.indices),
         "actions": sorted(record.actions),
         "admin": record.admin,
         "created": record.created.isoformat() if record.created else None,
         "expires": record.expires.isoformat() if record.expires else None,
-        "revoked": record.revoked,
         "limits": {"concurrent_asks": record.limits.concurrent_asks, "per_minute": record.limits.per_minute},
-        "token_keys": [{"kid": t.kid, "algorithm": t.algorithm, "public_pem": t.public_pem} for t in record.token_keys],
         "namespace": record.namespace,
+    }
+
+
+def document_of(record: KeyRecord, digest: str) -> dict[str, Any]:
+    return {
+        "kind": "key",
+        **_fields(record),
+        "hash": digest,
+        "revoked": record.revoked,
+        "token_keys": [{"kid": t.kid, "algorithm": t.algorithm, "public_pem": t.public_pem} for t in record.token_keys],
     }
 
 
@@ -167,17 +174,9 @@ def listed(record: KeyRecord, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     state = "revoked" if record.revoked else "expired" if not record.usable(now) else "active"
     return {
-        "name": record.name,
+        **_fields(record),
         "state": state,
-        "principals": sorted(record.principals),
-        "indices": list(record.indices),
-        "actions": sorted(record.actions),
-        "admin": record.admin,
-        "created": record.created.isoformat() if record.created else None,
-        "expires": record.expires.isoformat() if record.expires else None,
-        "limits": {"concurrent_asks": record.limits.concurrent_asks, "per_minute": record.limits.per_minute},
         "token_keys": [{"kid": t.kid, "algorithm": t.algorithm} for t in record.token_keys],
-        "namespace": record.namespace,
     }
 
 
