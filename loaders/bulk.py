@@ -11,18 +11,21 @@ node's own limit (``benchmarks/bench_load.py``).
 Items refused with 429 (and a whole request refused with 429) go through the client library's
 ``async_streaming_bulk`` with exponential back-off, unless a block refused them (the flood stage's
 read-only block answers 429 too, and no retry lifts it); every other item error about the document is
-returned for the dead letters. Connection errors and other request errors are raised, translated: the
-pipeline stops with its checkpoint and ``--resume`` goes on (ids are deterministic, so a resent document
-is overwritten, never duplicated). So are items refused for a reason about the cluster, not the document
-(:mod:`hopsearch.loaders.refusals`: a block, a closed index, ``unavailable_shards_exception`` where a
-shard has no active primary or fewer active copies than ``es_wait_for_active_shards`` asks for within
-the write ``timeout``, 429s left after every retry): those documents are fine, the cluster is not, and
-dead-lettering them would lose them quietly.
+returned for the dead letters. A request that timed out (a node busy merging on a long load answers a
+large batch late) is sent again whole after a back-off, up to ``max_retries`` times: ids are
+deterministic, so a document the node had already taken is overwritten, never duplicated. Connection
+errors, a timeout left after every retry and other request errors are raised, translated: the pipeline
+stops with its checkpoint and ``--resume`` goes on. So are items refused for a reason about the
+cluster, not the document (:mod:`hopsearch.loaders.refusals`: a block, a closed index,
+``unavailable_shards_exception`` where a shard has no active primary or fewer active copies than
+``es_wait_for_active_shards`` asks for within the write ``timeout``, 429s left after every retry): those
+documents are fine, the cluster is not, and dead-lettering them would lose them quietly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +35,8 @@ from hopsearch.loaders.model import LoadOptions, SourceBatch
 from hopsearch.loaders.refusals import block_advice, cluster_side, error_text, is_block
 from hopsearch.service.errors import StoreError, StoreUnavailable
 from hopsearch.service.store import Store
+
+log = logging.getLogger(__name__)
 
 #: What the first attempt reads back: a few bytes per item, matched to the request by position.
 FIRST_FILTER = "errors,items.*.status,items.*.error"
@@ -69,7 +74,7 @@ async def send_batch(
     batch.encoded.clear()
     count = len(batch.ids)
     try:
-        response = await store.post_bulk(index, body, filter_path=FIRST_FILTER)
+        response = await _post(store, index, body, count, options)
     except StoreError as exc:
         if exc.details.get("status") != 429:
             raise
@@ -91,6 +96,29 @@ async def send_batch(
         failures += await _retry(store, index, batch, body, again, ok, options)
     _raise_cluster_side(failures, count, index)
     return ok, failures
+
+
+async def _post(store: Store, index: str, body: bytes, count: int, options: LoadOptions) -> dict[str, Any]:
+    """The first attempt's ``_bulk`` request, sent again after a back-off where it timed out."""
+    attempt, backoff = 1, options.initial_backoff
+    while True:
+        try:
+            return await store.post_bulk(index, body, filter_path=FIRST_FILTER)
+        except StoreUnavailable as exc:
+            if not exc.details.get("timeout"):
+                raise
+            if attempt > options.max_retries:
+                raise StoreUnavailable(
+                    f"{exc} after {attempt} attempts of a batch of {count} documents "
+                    f"(es_request_timeout {store.settings.es_request_timeout:g} s each)",
+                    details=exc.details,
+                ) from exc
+            log.warning(
+                "bulk of %d documents into %s timed out (attempt %d of %d); sending it again in %.1f s",
+                count, index, attempt, options.max_retries + 1, backoff,
+            )  # fmt: skip
+            await asyncio.sleep(backoff)
+            attempt, backoff = attempt + 1, min(backoff * 2, 30.0)
 
 
 def _raise_cluster_side(failures: list[Mapping[str, Any]], count: int, index: str) -> None:

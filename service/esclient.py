@@ -269,7 +269,11 @@ def translate(exc: Exception, what: str) -> StoreError:
         elasticsearch7.ConnectionTimeout,
     )
     if isinstance(exc, connection_errors):
-        return StoreUnavailable(f"{what}: Elasticsearch is unreachable ({type(exc).__name__})")
+        timed_out = isinstance(exc, elasticsearch.ConnectionTimeout | elasticsearch7.ConnectionTimeout)
+        return StoreUnavailable(
+            f"{what}: Elasticsearch is unreachable ({type(exc).__name__})",
+            details={"timeout": True} if timed_out else None,
+        )
     status = _status(exc)
     info = getattr(exc, "info", None) or getattr(exc, "body", None)
     reason = str(exc)

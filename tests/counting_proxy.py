@@ -2,11 +2,13 @@
 
 ``refuse`` and ``rewrite`` let a test stand in for an overloaded node: answer a request with 429 without
 forwarding it, or change the status of items in a real ``_bulk`` answer (the node did the work; the
-client must still believe it has to resend).
+client must still believe it has to resend); ``delay`` holds a request that many seconds before it is
+forwarded (a node that answers after the client's timeout: the work is still done).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 
@@ -23,10 +25,12 @@ class CountingProxy:
         *,
         refuse: Callable[[web.Request, int], bool] | None = None,
         rewrite: Callable[[web.Request, int, bytes], bytes] | None = None,
+        delay: Callable[[web.Request, int], float] | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.refuse = refuse
         self.rewrite = rewrite
+        self.delay = delay
         self.paths: Counter[tuple[str, str]] = Counter()
         #: (method, path, the Authorization header or None) of every request, in order.
         self.credentials: list[tuple[str, str, str | None]] = []
@@ -65,6 +69,8 @@ class CountingProxy:
         if self.refuse is not None and self.refuse(request, seen):
             error = b'{"error":{"type":"es_rejected_execution_exception","reason":"proxy refuses"},"status":429}'
             return web.Response(status=429, body=error, content_type="application/json")
+        if self.delay is not None and (hold := self.delay(request, seen)) > 0:
+            await asyncio.sleep(hold)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         if self.rewrite is not None:  # the answer must be plain JSON to be rewritten
             headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}

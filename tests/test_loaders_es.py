@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 from pathlib import Path
@@ -234,6 +235,47 @@ async def test_429s_are_retried_with_back_off_through_a_refusing_proxy(es_node: 
         assert await all_ids(store) == sorted(ids)
         bulks = sum(n for (method, p), n in proxy.paths.items() if p.endswith("/_bulk"))
         assert bulks == 3  # refused whole, answered with three 429 items, those three resent
+    finally:
+        await store.client.indices.delete(index=f"{store.settings.index_prefix}-*")
+        await store.close()
+        await proxy.stop()
+
+
+async def test_a_bulk_request_that_timed_out_is_sent_again_and_nothing_is_doubled(es_node: Any, tmp_path: Path) -> None:
+    """A node busy merging answers a batch after the client's timeout (it did the work): the batch is sent
+    again after a back-off, the load goes on, every document is there once; a timeout on every attempt
+    stops the load with its checkpoint and says how often it tried."""
+    from tests.conftest import make_settings
+    from tests.counting_proxy import CountingProxy
+
+    held = {"bulks": 1}  # how many of the first _bulk requests the proxy holds past the timeout
+    proxy = CountingProxy(
+        es_node.url, delay=lambda request, seen: 9.0 if request.path.endswith("/_bulk") and seen <= held["bulks"] else 0
+    )
+    settings = make_settings(await proxy.start(), es_request_timeout=6.0)
+    store = await Store.connect(settings)
+    try:
+        path = tmp_path / "psgs.tsv"
+        ids = write_dpr(path, 6)
+        report = await load_dpr(store, path, options(tmp_path, batch_size=6, workers=1, initial_backoff=0.05))
+        assert (report.read, report.indexed, report.rejected, report.documents) == (6, 6, 0, 6)
+        assert report.reconciled and read_letters(report.dead_letter) == []
+        await asyncio.sleep(4)  # the held request reaches the node too: its documents are overwritten
+        await store.refresh(report.index)
+        assert await all_ids(store) == sorted(ids)
+        assert sum(n for (_, p), n in proxy.paths.items() if p.endswith("/_bulk")) == 2
+
+        held["bulks"] = 10**6
+        again = tmp_path / "again"
+        again.mkdir()
+        write_dpr(again / "psgs.tsv", 3)
+        opts = options(again, batch_size=3, workers=1, initial_backoff=0.05, max_retries=0)
+        with pytest.raises(StoreUnavailable) as stopped:
+            await load_dpr(store, again / "psgs.tsv", opts)
+        text = str(stopped.value)
+        assert "ConnectionTimeout" in text and "after 1 attempts" in text and "--resume" in text, text
+        saved = read_checkpoint(opts.checkpoint or again)
+        assert saved is not None and saved.position == 0
     finally:
         await store.client.indices.delete(index=f"{store.settings.index_prefix}-*")
         await store.close()
