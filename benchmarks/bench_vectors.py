@@ -33,8 +33,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -49,7 +51,6 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_capacity import passages  # noqa: E402
 from hopsearch.service.embedders.factory import make_embedder  # noqa: E402
 from hopsearch.service.retrieval.bodies import knn_body  # noqa: E402
 from hopsearch.service.settings import Settings  # noqa: E402
@@ -58,6 +59,7 @@ from hopsearch.service.store.vector_index import KINDS, choose_vector_index, knn
 from hopsearch.service.types import Embedder, RetrievalQuery, embed_queries  # noqa: E402
 
 QUESTIONS = Path("/work/shared/data/2wiki_dev100.jsonl")
+SAMPLE = ROOT / "loaders" / "data" / "sample_2wiki.jsonl"
 Vectors = np.ndarray[Any, np.dtype[np.float32]]
 
 
@@ -95,10 +97,46 @@ def corpus(path: Path, count: int) -> Corpus:
                 texts.append(" ".join(sentences))
     real = len(titles)
     if count > real:
-        synthetic, _ = passages(count - real)
+        synthetic = paragraphs(texts + sample_texts(), count - real)
         titles += [t for t, _ in synthetic]
         texts += [x for _, x in synthetic]
     return Corpus(titles[:count], texts[:count], questions, supports, min(real, count))
+
+
+def sample_texts() -> list[str]:
+    """The context paragraphs of the 2Wiki sample the project ships (more text for the word chain)."""
+    out = []
+    for line in SAMPLE.read_text(encoding="utf-8").splitlines():
+        out += [" ".join(sentences) for _, sentences in json.loads(line)["context"]]
+    return out
+
+
+def paragraphs(real: list[str], count: int, seed: int = 7) -> list[tuple[str, str]]:
+    """``count`` (title, text) paragraphs from a first-order word chain over the ``real`` ones: real words in
+    Wikipedia's local order, each paragraph as long as a real one drawn at random (at most 100 words, DPR's
+    passage length), its title the chain's first words — text an embedder places as it places 2Wiki's."""
+    rng = random.Random(seed)
+    follows: dict[str, list[str]] = {}
+    starts: list[str] = []
+    lengths: list[int] = []
+    for text in real:
+        words = text.split()
+        if len(words) < 8:
+            continue
+        lengths.append(min(len(words), 100))
+        starts.append(words[0])
+        for a, b in itertools.pairwise(words):
+            follows.setdefault(a, []).append(b)
+    out = []
+    for _ in range(count):
+        word = rng.choice(starts)
+        words = [word]
+        for _ in range(rng.choice(lengths) + 3):
+            nexts = follows.get(word)
+            word = rng.choice(nexts) if nexts else rng.choice(starts)
+            words.append(word)
+        out.append((" ".join(words[:3]).strip(".,;"), " ".join(words[3:])))
+    return out
 
 
 def embedded(embedder: Embedder, data: Corpus, cache: Path | None) -> tuple[Vectors, Vectors]:
@@ -114,14 +152,27 @@ def embedded(embedder: Embedder, data: Corpus, cache: Path | None) -> tuple[Vect
     else:
         began = time.perf_counter()
         texts = [f"{t}\n{x}" for t, x in zip(data.titles, data.texts, strict=True)]
-        out: list[list[float]] = []
-        for start in range(0, len(texts), 512):
-            out += asyncio.run(embedder.embed(texts[start : start + 512]))
-        docs = np.asarray(out, dtype=np.float32)
+        partial = file.with_suffix(".partial.npy") if file is not None else None
+        parts: list[Vectors] = []
+        if partial is not None and partial.exists():  # an interrupted run's vectors: go on after them
+            parts.append(np.load(partial))
+            print(f"    {len(parts[0]):,} vectors from {partial}", flush=True)
+        done = sum(len(p) for p in parts)
+        for start in range(done, len(texts), 512):
+            parts.append(np.asarray(asyncio.run(embedder.embed(texts[start : start + 512])), dtype=np.float32))
+            if (start // 512) % 10 == 9:
+                rate = (sum(len(p) for p in parts) - done) / (time.perf_counter() - began)
+                print(f"    {sum(len(p) for p in parts):,} embedded ({rate:.1f} passages/s)", flush=True)
+                if partial is not None:
+                    parts = [np.concatenate(parts)]
+                    np.save(partial, parts[0])
+        docs = np.concatenate(parts)
         took = time.perf_counter() - began
-        print(f"  {embedder.model_id}: embedded {len(docs):,} passages in {took:.0f} s", flush=True)
+        print(f"  {embedder.model_id}: embedded {len(docs) - done:,} passages in {took:.0f} s", flush=True)
         if file is not None:
             np.save(file, docs)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     queries = np.asarray(asyncio.run(embed_queries(embedder, data.questions)), dtype=np.float32)
     return unit(docs), unit(queries)
 
@@ -148,10 +199,20 @@ class Dims:
         self.dims = dims
 
 
+#: the layout before ``HOPSEARCH_VECTOR_INDEX``: the vectors kept in ``_source``, the version's default index options
+BEFORE = "before"
+
+
 def create_and_load(url: str, store: Store, name: str, kind: str, model: str, data: Corpus, docs: Vectors) -> str:
-    settings = store.settings.model_copy(update={"vector_index": kind})
+    settings = store.settings.model_copy(update={"vector_index": "auto" if kind == BEFORE else kind})
     body = Store(settings, store.client, store.info).passages_body(Dims(model, docs.shape[1]), replicas=0)  # type: ignore[arg-type]
     chosen = str(body["mappings"]["_meta"]["hopsearch"]["vector_index"])
+    if kind == BEFORE:
+        body["mappings"]["properties"]["embedding"].pop("index_options", None)
+        excludes = [f for f in body["mappings"].get("_source", {}).get("excludes", []) if f != "embedding"]
+        body["mappings"]["_source"] = {"excludes": excludes} if excludes else {}
+        body["mappings"]["_meta"]["hopsearch"]["vector_index"] = None
+        chosen = BEFORE
     httpx.delete(f"{url}/{name}", timeout=60)
     httpx.put(f"{url}/{name}", json=body, timeout=120).raise_for_status()
     httpx.put(f"{url}/{name}/_settings", json={"index": {"refresh_interval": "-1"}}, timeout=60)
@@ -181,10 +242,9 @@ def create_and_load(url: str, store: Store, name: str, kind: str, model: str, da
     return chosen
 
 
-def knn_bodies(store: Store, kind: str, queries: Vectors, k: int = 10) -> list[dict[str, Any]]:
-    settings = store.settings
-    options = knn_options(kind, store.info, settings.knn_num_candidates, settings.knn_oversample)
-    return [knn_body(RetrievalQuery("", mode="dense", k=k), q.tolist(), k, options) for q in queries]
+def knn_bodies(store: Store, kind: str, queries: Vectors, candidates: int, k: int = 10) -> list[dict[str, Any]]:
+    options = knn_options(kind, store.info, candidates, store.settings.knn_oversample)
+    return [knn_body(RetrievalQuery("", mode="dense", k=k), q.tolist(), k, knn_options=options) for q in queries]
 
 
 def search_ids(url: str, name: str, bodies: list[dict[str, Any]]) -> list[list[int]]:
@@ -248,12 +308,14 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
     parser.add_argument("--embedders", default="minilm,e5")
-    parser.add_argument("--options", default=",".join(["auto", *KINDS]))
+    parser.add_argument("--options", default=",".join([BEFORE, "auto", *KINDS]))
+    parser.add_argument("--candidates", default="100", help="num_candidates values, each measured (e.g. 50,100,200)")
     parser.add_argument("--vector-cache", type=Path, default=None, help="folder of the passages' vectors (.npy)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--keep", action="store_true", help="keep the benchvec-* indices")
     args = parser.parse_args()
     options = [o for o in args.options.split(",") if o]
+    args.candidates = [int(c) for c in args.candidates.split(",") if c]
     data = corpus(args.questions, args.count)
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; {len(data.titles):,} passages "
@@ -268,30 +330,42 @@ def main() -> None:
         truth = exact_top(docs, queries)
         for url, store in stores.items():
             print(f"\n{embedder.model_id} ({docs.shape[1]}-d) on Elasticsearch {store.info.number}", flush=True)
-            print(f"{'option':22s} recall@10  all@10  disk B/passage (steady)  vector memory/passage  kNN p50/p95 ms")
+            print(
+                f"{'option':22s} {'cand':>5s} recall@10  all@10  disk B/passage (steady)  vector memory/passage  "
+                "kNN p50/p95 ms"
+            )
             done: dict[str, str] = {}
             for option in options:
-                kind = choose_vector_index(option, store.info, docs.shape[1], store.settings.knn_oversample) or ""
+                kind = (
+                    BEFORE
+                    if option == BEFORE
+                    else choose_vector_index(option, store.info, docs.shape[1], store.settings.knn_oversample) or ""
+                )
                 label = f"{option}={kind}" if option == "auto" else option
                 if kind in done:
-                    print(f"{label:22s} (as {done[kind]})")
+                    print(f"{label:22s} (as {done[kind]})", flush=True)
                     continue
                 name = f"benchvec-{store.info.major}-{model}-{kind}"
-                create_and_load(url, store, name, option, embedder.model_id, data, docs)
-                bodies = knn_bodies(store, kind, queries)
-                found = search_ids(url, name, bodies)
-                recall = statistics.mean(len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True))
-                titles = [{data.titles[i] for i in f} for f in found]
-                every = statistics.mean(float(s <= t) for s, t in zip(data.supports, titles, strict=True))
+                chosen = create_and_load(url, store, name, option, embedder.model_id, data, docs)
+                mapping = httpx.get(f"{url}/{name}/_mapping", timeout=60).json()[name]["mappings"]
+                searched = mapping["properties"]["embedding"].get("index_options", {}).get("type", "")
+                if chosen == BEFORE:  # the version's default, vectors in _source (9.x leaves them out itself)
+                    label = f"before={searched}"
                 after, steady = disk(url, name, len(docs))
-                mem = memory(url, name, kind, docs.shape[1], len(docs))
-                took = sorted(asyncio.run(latencies(url, name, bodies, args.seconds)))
-                p50, p95 = statistics.median(took), took[int(len(took) * 0.95)]
-                print(
-                    f"{label:22s} {recall:9.3f}  {every:6.2f}  {after:8,.0f} ({steady:7,.0f})  {mem}  "
-                    f"{p50:6.1f} / {p95:6.1f}",
-                    flush=True,
-                )
+                mem = memory(url, name, searched, docs.shape[1], len(docs))
+                for candidates in args.candidates:
+                    bodies = knn_bodies(store, "" if chosen == BEFORE else kind, queries, candidates)
+                    found = search_ids(url, name, bodies)
+                    recall = statistics.mean(len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True))
+                    titles = [{data.titles[i] for i in f} for f in found]
+                    every = statistics.mean(float(s <= t) for s, t in zip(data.supports, titles, strict=True))
+                    took = sorted(asyncio.run(latencies(url, name, bodies, args.seconds)))
+                    p50, p95 = statistics.median(took), took[int(len(took) * 0.95)]
+                    print(
+                        f"{label:22s} {candidates:5d} {recall:9.3f}  {every:6.2f}  {after:8,.0f} ({steady:7,.0f})  "
+                        f"{mem}  {p50:6.1f} / {p95:6.1f}",
+                        flush=True,
+                    )
                 done[kind] = label
                 if not args.keep:
                     httpx.delete(f"{url}/{name}", timeout=60)
