@@ -25,6 +25,10 @@ It prints
   serve`` and the same body straight to the node's ``_search``, p50/p95 over ``--requests`` questions of
   the shipped 2Wiki sample; and a DualRAG step: one ``_msearch`` of 9 BM25 queries (3 entities x 3
   keywords from the question, k = 50), p50/p95, one client;
+- per index, ``--shapes`` questions straight to the node in each BM25 query shape: the product's
+  (``multi_match`` best_fields with ``tie_breaker`` 0.5: a dis_max that scores every matching document),
+  best_fields without the tie breaker and most_fields (which let Lucene skip non-competitive blocks),
+  p50/p95 (``combined_fields`` refuses the passages' fields: their analyzers differ);
 - with an LLM at ``--llm-url`` (``hopsearch llm up``): ``--questions`` DeepRAG questions per index through
   ``hopsearch ask --strategy deeprag --few-shot --json``, each trace's retrieval time (the ``retrieve`` steps'
   latency) as a share of its wall time.
@@ -247,6 +251,36 @@ async def latencies(es: str, api: str, index: str, asked: list[str]) -> dict[str
     return out
 
 
+def shaped(body: dict[str, Any], shape: str) -> dict[str, Any]:
+    """The product's BM25 body with its ``multi_match`` in another shape (the profile's question: which
+    shapes let Lucene skip non-competitive documents)."""
+    out = json.loads(json.dumps(body))
+    match = out["query"]["bool"]["must"][0]["multi_match"]
+    if shape == "best_fields, no tie_breaker":
+        match.pop("tie_breaker", None)
+    elif shape == "most_fields":
+        match.pop("tie_breaker", None)
+        match["type"] = "most_fields"
+    return out
+
+
+SHAPES = ("product (best_fields, tie_breaker 0.5)", "best_fields, no tie_breaker", "most_fields")
+
+
+async def shape_latencies(es: str, index: str, asked: list[str]) -> dict[str, list[float]]:
+    """p50 material per query shape, straight to the node, interleaved per question."""
+    out: dict[str, list[float]] = {shape: [] for shape in SHAPES}
+    async with httpx.AsyncClient(base_url=es, headers={"Accept-Encoding": "identity"}, timeout=120) as direct:
+        for q in asked:
+            body = bm25_body(RetrievalQuery(q, k=10), 10)
+            for shape in SHAPES:
+                began = time.perf_counter()
+                answer = await direct.post(f"/{index}/_search", json=shaped(body, shape))
+                out[shape].append((time.perf_counter() - began) * 1000)
+                answer.raise_for_status()
+    return out
+
+
 def deeprag_share(env: dict[str, str], index: str, asked: list[str]) -> list[tuple[float, float]]:
     """Per question: (wall ms, retrieval ms) from its trace."""
     out = []
@@ -288,6 +322,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--every", type=float, default=60.0, help="seconds between load-progress lines")
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--shapes", type=int, default=30, help="questions per BM25 query shape (0: none)")
     parser.add_argument("--questions", type=int, default=3, help="DeepRAG questions per index (0: none)")
     parser.add_argument("--llm-url", default=f"http://127.0.0.1:{load_settings().llm_port}/v1")
     parser.add_argument("--keep", action="store_true", help="keep the node's data and the indices")
@@ -355,14 +390,24 @@ def main() -> int:
         )  # fmt: skip
         wait_ready(api)
         asked = questions(args.requests)
-        print(f"latency, {args.requests} 2Wiki questions, one client, interleaved (ms p50 / p95):")
-        print(f"{'index':16s} {'_retrieve (service)':>22s} {'_search (node)':>18s} {'DualRAG step (9 x k=50)':>26s}")
-        for index in (small, full):
-            lat = asyncio.run(latencies(url, api, index, asked))
-            cells = [
-                f"{statistics.median(lat[k]):7.1f} / {pct(lat[k], 0.95):7.1f}" for k in ("service", "direct", "step")
-            ]
-            print(f"{index:16s} {cells[0]:>22s} {cells[1]:>18s} {cells[2]:>26s}", flush=True)
+        if asked:
+            print(f"latency, {args.requests} 2Wiki questions, one client, interleaved (ms p50 / p95):")
+            print(
+                f"{'index':16s} {'_retrieve (service)':>22s} {'_search (node)':>18s} {'DualRAG step (9 x k=50)':>26s}"
+            )
+            for index in (small, full):
+                lat = asyncio.run(latencies(url, api, index, asked))
+                cells = [
+                    f"{statistics.median(lat[k]):7.1f} / {pct(lat[k], 0.95):7.1f}"
+                    for k in ("service", "direct", "step")
+                ]
+                print(f"{index:16s} {cells[0]:>22s} {cells[1]:>18s} {cells[2]:>26s}", flush=True)
+        if args.shapes:
+            print(f"BM25 query shapes, {args.shapes} questions straight to the node, one client (ms p50 / p95):")
+            for index in (small, full):
+                lat = asyncio.run(shape_latencies(url, index, questions(args.shapes)))
+                cells = "   ".join(f"{k}: {statistics.median(v):.1f} / {pct(v, 0.95):.1f}" for k, v in lat.items())
+                print(f"  {index}: {cells}", flush=True)
         if args.questions:
             try:
                 httpx.get(args.llm_url.rstrip("/") + "/models", timeout=5).raise_for_status()
