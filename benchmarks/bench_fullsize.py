@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_capacity import vocabulary  # noqa: E402
-from benchmarks.bench_load import create_index, ndjson_bodies, post_all, refresh  # noqa: E402
+from benchmarks.bench_load import create_index, ndjson_bodies, node_trials, post_all, refresh  # noqa: E402
 from hopsearch.cli.local import esnode  # noqa: E402
 from hopsearch.service.retrieval import bm25_body  # noqa: E402
 from hopsearch.service.settings import load_settings  # noqa: E402
@@ -124,19 +124,7 @@ def rows_that_fit(work: Path, rows: int, have_file: bool) -> int:
 
 def ceiling(url: str, path: Path, body: dict[str, Any], rows: int) -> tuple[float, int, int]:
     """The node's ``_bulk`` docs/s on the file's first ``rows`` rows: best of a short trial, then a full run."""
-    trials: list[tuple[float, int, int]] = []
-    trial_rows = min(rows, 50_000)
-    for batch in (1000, 5000):
-        for connections in (2, 4):
-            name = f"fullsize-b-{batch}-{connections}"
-            create_index(url, name, body)
-            bodies = ndjson_bodies(path, name, batch, trial_rows)
-            began = time.perf_counter()
-            asyncio.run(post_all(url, bodies, connections))
-            refresh(url, name)
-            trials.append((trial_rows / (time.perf_counter() - began), batch, connections))
-            httpx.delete(f"{url}/{name}", timeout=60)
-    _, batch, connections = max(trials)
+    batch, connections = node_trials(url, path, body, rows, 50_000)
     create_index(url, "fullsize-b", body)
     bodies = ndjson_bodies(path, "fullsize-b", batch, rows)
     began = time.perf_counter()

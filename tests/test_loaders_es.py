@@ -215,6 +215,20 @@ def _mark_429(positions: set[int]) -> Any:
     return rewrite
 
 
+async def _six_loaded_once(store: Store, tmp_path: Path, settle: float = 0.0) -> None:
+    """Six DPR rows loaded through ``store`` (one batch, one worker): all indexed, reconciled, no dead letter,
+    each id once in the index (after ``settle`` seconds for requests the node may still be given)."""
+    path = tmp_path / "psgs.tsv"
+    ids = write_dpr(path, 6)
+    report = await load_dpr(store, path, options(tmp_path, batch_size=6, workers=1, initial_backoff=0.05))
+    assert (report.read, report.indexed, report.rejected, report.documents) == (6, 6, 0, 6)
+    assert report.reconciled and read_letters(report.dead_letter) == []
+    if settle:
+        await asyncio.sleep(settle)
+        await store.refresh(report.index)
+    assert await all_ids(store) == sorted(ids)
+
+
 async def test_429s_are_retried_with_back_off_through_a_refusing_proxy(es_node: Any, tmp_path: Path) -> None:
     """A whole-request 429, then 429 items in the answer: all resent, nothing lost or doubled."""
     from tests.conftest import make_settings
@@ -227,12 +241,7 @@ async def test_429s_are_retried_with_back_off_through_a_refusing_proxy(es_node: 
     )
     store = await Store.connect(make_settings(await proxy.start()))
     try:
-        path = tmp_path / "psgs.tsv"
-        ids = write_dpr(path, 6)
-        report = await load_dpr(store, path, options(tmp_path, batch_size=6, workers=1, initial_backoff=0.05))
-        assert (report.read, report.indexed, report.rejected, report.documents) == (6, 6, 0, 6)
-        assert report.reconciled and read_letters(report.dead_letter) == []
-        assert await all_ids(store) == sorted(ids)
+        await _six_loaded_once(store, tmp_path)
         bulks = sum(n for (method, p), n in proxy.paths.items() if p.endswith("/_bulk"))
         assert bulks == 3  # refused whole, answered with three 429 items, those three resent
     finally:
@@ -255,14 +264,7 @@ async def test_a_bulk_request_that_timed_out_is_sent_again_and_nothing_is_double
     settings = make_settings(await proxy.start(), es_request_timeout=6.0)
     store = await Store.connect(settings)
     try:
-        path = tmp_path / "psgs.tsv"
-        ids = write_dpr(path, 6)
-        report = await load_dpr(store, path, options(tmp_path, batch_size=6, workers=1, initial_backoff=0.05))
-        assert (report.read, report.indexed, report.rejected, report.documents) == (6, 6, 0, 6)
-        assert report.reconciled and read_letters(report.dead_letter) == []
-        await asyncio.sleep(4)  # the held request reaches the node too: its documents are overwritten
-        await store.refresh(report.index)
-        assert await all_ids(store) == sorted(ids)
+        await _six_loaded_once(store, tmp_path, settle=4.0)  # the held request reaches the node too
         assert sum(n for (_, p), n in proxy.paths.items() if p.endswith("/_bulk")) == 2
 
         held["bulks"] = 10**6
