@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import csv
 import json
 import os
@@ -60,11 +61,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_capacity import vocabulary  # noqa: E402
-from benchmarks.bench_load import create_index, ndjson_bodies, node_trials, post_all, refresh  # noqa: E402
+from benchmarks.bench_load import (  # noqa: E402
+    create_index,
+    ndjson_bodies,
+    node_trials,
+    passages_body,
+    post_all,
+    refresh,
+)
 from hopsearch.cli.local import esnode  # noqa: E402
 from hopsearch.service.retrieval import bm25_body  # noqa: E402
 from hopsearch.service.settings import load_settings  # noqa: E402
-from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402
 
 DPR_PASSAGES = 21_015_324
@@ -242,7 +249,7 @@ async def latencies(es: str, api: str, index: str, asked: list[str]) -> dict[str
 def shaped(body: dict[str, Any], shape: str) -> dict[str, Any]:
     """The product's BM25 body with its ``multi_match`` in another shape (the profile's question: which
     shapes let Lucene skip non-competitive documents)."""
-    out = json.loads(json.dumps(body))
+    out = copy.deepcopy(body)
     match = out["query"]["bool"]["must"][0]["multi_match"]
     if shape == "best_fields, no tie_breaker":
         match.pop("tie_breaker", None)
@@ -423,14 +430,6 @@ def main() -> int:
         esnode.stop(spec)
         if not args.keep:
             shutil.rmtree(node_dir, ignore_errors=True)
-
-
-async def passages_body(url: str) -> dict[str, Any]:
-    store = await Store.connect(load_settings(es_url=[url], embedder="none"))
-    try:
-        return store.passages_body(None, replicas=0)
-    finally:
-        await store.close()
 
 
 if __name__ == "__main__":
