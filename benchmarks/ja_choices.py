@@ -13,6 +13,8 @@ defaults are the product's before 異体字 folding):
     titletext=1      the title before the chunk text in the text token field too
     tboost=F         boost of the title token field
     rrfk=N wb=F wd=F RRF k, BM25 and dense weights of client RRF
+    legdoc=1         client RRF over documents: each leg keeps its best passage of a file before fusing
+    perdoc=N         at most N passages of one file in a result (the query asks for 3× k, the rest is cut)
 
     .venv/bin/python benchmarks/ja_choices.py c2 mode=C        # c1: the tests' corpus, c2: the second
 """
@@ -20,6 +22,7 @@ defaults are the product's before 異体字 folding):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import sys
@@ -38,7 +41,9 @@ from benchmarks import bench_japanese as bj  # noqa: E402
 from hopsearch.loaders import pipeline, reuse  # noqa: E402
 from hopsearch.service import fusion  # noqa: E402
 from hopsearch.service import japanese as ja  # noqa: E402
+from hopsearch.service.access import Scope  # noqa: E402
 from hopsearch.service.retrieval import executor, planner, results  # noqa: E402
+from hopsearch.service.types import Hit, RetrievalQuery, SearchResult  # noqa: E402
 
 CORPUS2 = ROOT / "benchmarks" / "data" / "ja_corpus2"
 QUERY_DROP = frozenset({"代名詞", "連体詞", "接続詞", "感動詞"})
@@ -111,8 +116,47 @@ def install(choice: Mapping[str, str]) -> None:
     planner.ja_query = ja_query
     executor.ja_query = ja_query
     results.rrf = functools.partial(fusion.rrf, k=int(choice.get("rrfk", "60")))
+    if choice.get("legdoc") == "1":
+        results.rrf = functools.partial(by_document, results.rrf)
     query = bj.RetrievalQuery
     bj.RetrievalQuery = lambda text, k=10, mode="hybrid": query(text, k=k, mode=mode, weights=weights)
+    if "perdoc" in choice:
+        bj.EsRetriever = per_document(int(choice["perdoc"]))
+
+
+def by_document(fuse: Any, lists: Sequence[Sequence[Hit]], **options: Any) -> list[Hit]:
+    """``fuse`` over ``lists`` with each list's later passages of a file it already ranked left out."""
+    firsts: list[list[Hit]] = []
+    for hits in lists:
+        seen: set[str] = set()
+        firsts.append([])
+        for hit in hits:
+            name = str(hit.source.get("path", ""))
+            if name not in seen:
+                seen.add(name)
+                firsts[-1].append(hit)
+    return list(fuse(firsts, **options))
+
+
+def per_document(limit: int) -> type[bj.EsRetriever]:
+    """A retriever whose results hold at most ``limit`` passages of one file, from 3× the hits asked for."""
+
+    class PerDocument(bj.EsRetriever):
+        async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
+            wide = [dataclasses.replace(q, k=3 * q.k) for q in queries]
+            out = []
+            for asked, result in zip(queries, await super().search_many(scope, wide), strict=True):
+                kept: list[Hit] = []
+                seen: dict[str, int] = {}
+                for hit in result.hits:
+                    name = str(getattr(hit, "source", {}).get("path", ""))
+                    seen[name] = seen.get(name, 0) + 1
+                    if seen[name] <= limit:
+                        kept.append(hit)
+                out.append(dataclasses.replace(result, query=asked, hits=tuple(kept[: asked.k])))
+            return out
+
+    return PerDocument
 
 
 async def main(argv: Sequence[str]) -> None:
