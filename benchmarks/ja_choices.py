@@ -124,18 +124,21 @@ def install(choice: Mapping[str, str]) -> None:
         bj.EsRetriever = per_document(int(choice["perdoc"]))
 
 
+def per_file(hits: Sequence[Hit], limit: int) -> list[Hit]:
+    """``hits`` in order, without the passages of a file after its first ``limit``."""
+    seen: dict[str, int] = {}
+    kept: list[Hit] = []
+    for hit in hits:
+        name = str(hit.source.get("path", ""))
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] <= limit:
+            kept.append(hit)
+    return kept
+
+
 def by_document(fuse: Any, lists: Sequence[Sequence[Hit]], **options: Any) -> list[Hit]:
     """``fuse`` over ``lists`` with each list's later passages of a file it already ranked left out."""
-    firsts: list[list[Hit]] = []
-    for hits in lists:
-        seen: set[str] = set()
-        firsts.append([])
-        for hit in hits:
-            name = str(hit.source.get("path", ""))
-            if name not in seen:
-                seen.add(name)
-                firsts[-1].append(hit)
-    return list(fuse(firsts, **options))
+    return list(fuse([per_file(hits, 1) for hits in lists], **options))
 
 
 def per_document(limit: int) -> type[bj.EsRetriever]:
@@ -144,17 +147,10 @@ def per_document(limit: int) -> type[bj.EsRetriever]:
     class PerDocument(bj.EsRetriever):
         async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
             wide = [dataclasses.replace(q, k=3 * q.k) for q in queries]
-            out = []
-            for asked, result in zip(queries, await super().search_many(scope, wide), strict=True):
-                kept: list[Hit] = []
-                seen: dict[str, int] = {}
-                for hit in result.hits:
-                    name = str(getattr(hit, "source", {}).get("path", ""))
-                    seen[name] = seen.get(name, 0) + 1
-                    if seen[name] <= limit:
-                        kept.append(hit)
-                out.append(dataclasses.replace(result, query=asked, hits=tuple(kept[: asked.k])))
-            return out
+            return [
+                dataclasses.replace(result, query=asked, hits=tuple(per_file(result.hits, limit)[: asked.k]))
+                for asked, result in zip(queries, await super().search_many(scope, wide), strict=True)
+            ]
 
     return PerDocument
 
