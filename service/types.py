@@ -16,6 +16,8 @@ DenseMethod = Literal["knn", "script_score", "rerank", "none"]
 #: request of ``bool.should`` over ``knn`` + ``match`` (``bool``, 8.12+ knn servers), or Elasticsearch's
 #: ``rrf`` retriever (``es_rrf``, licence permitting). ``none`` for bm25 and dense queries.
 Fusion = Literal["rrf", "bool", "es_rrf", "none"]
+#: The ``multi_match`` type of a BM25 search (``Settings.bm25_query``).
+Bm25Query = Literal["best_fields", "most_fields"]
 
 
 @dataclass(frozen=True, slots=True)

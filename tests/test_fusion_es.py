@@ -27,7 +27,7 @@ from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates
 from hopsearch.service.types import Fusion, Hit, RetrievalQuery, SearchResult
-from tests.conftest import ES_VERSIONS, make_settings, unavailable
+from tests.conftest import ES_VERSIONS, EsNode, _drop, make_settings, unavailable
 from tests.scopes import bound
 from tests.scripted_reranker import ScriptedReranker
 from tests.test_store import load
@@ -87,6 +87,44 @@ async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: 
     assert results[0].fusion_note == "" and all(r.dense_method != "none" for r in results)
     assert all(len(r.hits) == 3 and "embedding" not in r.hits[0].source for r in results)
     assert "fusion" in describe(results[2])
+
+
+async def test_most_fields_bm25_scores_as_the_node_does(es_node: EsNode, minilm: MiniLMEmbedder) -> None:
+    """``bm25_query=most_fields``: a bm25 query, hybrid's BM25 leg and a DualRAG step's fused BM25 all score
+    and rank as the node's own ``most_fields`` ``multi_match`` does, not as the default ``best_fields`` (whose
+    order on this query is checked to differ, so each comparison can fail)."""
+    text = "American film directed by Mark Robson"  # p1 (title + text) first with most_fields, p2 with best_fields
+    store = await Store.connect(make_settings(es_node.url, bm25_query="most_fields"))
+    try:
+        index = await load(store, minilm)
+
+        def node(kind: str) -> dict[str, float]:
+            match: dict[str, Any] = {"query": text, "fields": ["title", "text"], "type": kind}
+            if kind == "best_fields":
+                match["tie_breaker"] = 0.5
+            answer = httpx.post(f"{es_node.url}/{index}/_search", json={"size": 6, "query": {"multi_match": match}})
+            return {hit["_id"]: hit["_score"] for hit in answer.json()["hits"]["hits"]}
+
+        most, best = node("most_fields"), node("best_fields")
+        ranked = sorted(most, key=lambda i: -most[i])
+        assert ranked != sorted(best, key=lambda i: -best[i])
+        retriever = bound(store, minilm)
+        bm25, hybrid, boolean = await retriever.search_many(
+            [
+                RetrievalQuery(text, k=6, mode="bm25"),
+                RetrievalQuery(text, k=6, mode="hybrid", legs=True),
+                RetrievalQuery(text, k=6, mode="hybrid", fusion="bool", weights=(1.0, 0.0)),  # BM25's order alone
+            ]
+        )
+        assert {h.id: h.score for h in bm25.hits} == pytest.approx(most)
+        assert {h.id: h.score for h in hybrid.legs["bm25"]} == pytest.approx(most)
+        assert boolean.fusion == ("bool" if es_node.knn else "rrf")
+        assert [h.id for h in boolean.hits][: len(ranked)] == ranked
+        fused = await retriever.search_fused([[RetrievalQuery(text, k=6)]], 6)
+        assert [h.id for h in fused[0]] == ranked
+    finally:
+        await _drop(store)
+        await store.close()
 
 
 async def test_legs_and_weights(store: Store, minilm: MiniLMEmbedder) -> None:

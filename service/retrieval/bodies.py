@@ -1,8 +1,9 @@
 """Every Elasticsearch body that reads passages, as pure functions of a query (its filters already hold
 the scope's: :func:`~hopsearch.service.retrieval.planner.scoped`), a vector and a size.
 
-- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5; a Japanese query
-  searches the index's Japanese fields instead (``ja``: kuromoji sub-fields or SudachiPy tokens).
+- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5, or ``most_fields``
+  (``bm25_query``); a Japanese query searches the index's Japanese fields instead (``ja``: kuromoji
+  sub-fields or SudachiPy tokens).
 - Dense: top-level ``knn`` (8.x; ``num_candidates`` and ``rescore_vector`` as the index's
   :class:`~hopsearch.service.store.vector_index.KnnOptions` say), exact ``script_score`` cosine (7.17).
 - One-request hybrids: ``bool.should`` of the BM25 clause and a dense clause; Elasticsearch's ``rrf``
@@ -17,7 +18,7 @@ from typing import Any
 
 from hopsearch.service.fusion import RRF_K
 from hopsearch.service.store.vector_index import KnnOptions
-from hopsearch.service.types import Fusion, RetrievalQuery
+from hopsearch.service.types import Bm25Query, Fusion, RetrievalQuery
 
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
 #: ``num_candidates`` at least 100 (and 10 per hit), no rescoring: what an index without options gets.
@@ -38,8 +39,14 @@ def source_excludes(vector: str) -> Mapping[str, Any]:
 JaQuery = tuple[str, Sequence[str]] | None
 
 
-def match_clause(text: str, boost: float = 1.0, fields: Sequence[str] = SEARCHED) -> dict[str, Any]:
-    match: dict[str, Any] = {"query": text, "fields": list(fields), "type": "best_fields", "tie_breaker": 0.5}
+def match_clause(
+    text: str, boost: float = 1.0, fields: Sequence[str] = SEARCHED, kind: Bm25Query = "best_fields"
+) -> dict[str, Any]:
+    """``multi_match`` of ``kind``: ``best_fields`` keeps DeepRAG's ``tie_breaker`` 0.5 (a ``dis_max`` that
+    scores every matching document), ``most_fields`` adds the fields' scores (Lucene skips blocks)."""
+    match: dict[str, Any] = {"query": text, "fields": list(fields), "type": kind}
+    if kind == "best_fields":
+        match["tie_breaker"] = 0.5
     if boost != 1.0:
         match["boost"] = boost
     return {"multi_match": match}
@@ -50,11 +57,15 @@ def filters_of(query: RetrievalQuery) -> list[dict[str, Any]]:
 
 
 def _match(
-    query: RetrievalQuery, ja: JaQuery, boost: float = 1.0, searched: Sequence[str] = SEARCHED
+    query: RetrievalQuery,
+    ja: JaQuery,
+    boost: float = 1.0,
+    searched: Sequence[str] = SEARCHED,
+    kind: Bm25Query = "best_fields",
 ) -> dict[str, Any]:
     """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields."""
     text, fields = ja if ja is not None else (query.text, searched)
-    return match_clause(text, boost, fields)
+    return match_clause(text, boost, fields, kind)
 
 
 def bm25_body(
@@ -65,13 +76,15 @@ def bm25_body(
     ja: JaQuery = None,
     searched: Sequence[str] = SEARCHED,
     excerpt: str | None = None,
+    kind: Bm25Query = "best_fields",
 ) -> dict[str, Any]:
-    """``excerpt``: a text field whose best passages come back with each hit (:func:`excerpt_of`)."""
+    """``excerpt``: a text field whose best passages come back with each hit (:func:`excerpt_of`); ``kind``:
+    the ``multi_match`` type (:func:`match_clause`)."""
     body = {
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
-        "query": {"bool": {"must": [_match(query, ja, searched=searched)], "filter": filters_of(query)}},
+        "query": {"bool": {"must": [_match(query, ja, searched=searched, kind=kind)], "filter": filters_of(query)}},
         "_source": source,
     }
     if excerpt is not None:
@@ -197,11 +210,12 @@ def fused_body(
     searched: Sequence[str] = SEARCHED,
     field: str = VECTOR,
     knn_options: KnnOptions = DEFAULT_KNN,
+    kind: Bm25Query = "best_fields",
 ) -> dict[str, Any]:
-    """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion."""
+    """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion (``kind``: the BM25 clause's type)."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
-        match = _match(query, ja, searched=searched)
+        match = _match(query, ja, searched=searched, kind=kind)
         body = rrf_retriever_body(match, knn_clause(query, vector, size, field, knn_options), filters_of(query), size)
     else:
         if method == "knn":
@@ -212,7 +226,7 @@ def fused_body(
             dense_clause: dict[str, Any] = {"knn": dense}
         else:
             dense_clause = script_score_clause(query, vector, w_dense, field)
-        body = bool_body(_match(query, ja, w_bm25, searched), dense_clause, filters_of(query), size)
+        body = bool_body(_match(query, ja, w_bm25, searched, kind), dense_clause, filters_of(query), size)
     body["_source"] = source_excludes(field)
     return body
 

@@ -131,6 +131,7 @@ class EsRetriever:
                         ja=ja_query(q.text, facts.meta, facts.synonyms),
                         searched=searched,
                         excerpt=excerpt,
+                        kind=self.store.settings.bm25_query,
                     ),
                 )
                 for q in queries
@@ -166,7 +167,17 @@ class EsRetriever:
             caps = Capabilities(self.store.info, licence, self.store.rrf_refusal)
             batch = [queries[i] for i in todo]
             batch_vectors = {n: vectors[i] for n, i in enumerate(todo) if i in vectors}
-            planned = plan(batch, scope, facts, caps, method=method, vectors=batch_vectors, sizes=self.sizes, knn=knn)
+            planned = plan(
+                batch,
+                scope,
+                facts,
+                caps,
+                method=method,
+                vectors=batch_vectors,
+                sizes=self.sizes,
+                knn=knn,
+                bm25=settings.bm25_query,
+            )
             try:
                 responses = await self.store.msearch(planned.searches, keep_errors=planned.keep_errors)
             except StoreError as exc:  # a server without the rrf retriever fails the whole _msearch (a 400)

@@ -30,7 +30,7 @@ from hopsearch.service.retrieval.bodies import (
     unembedded_count,
 )
 from hopsearch.service.store.vector_index import KnnOptions
-from hopsearch.service.types import DenseMethod, Fusion, RetrievalQuery
+from hopsearch.service.types import Bm25Query, DenseMethod, Fusion, RetrievalQuery
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +157,12 @@ def plan(
     vectors: Mapping[int, Sequence[float]] | None = None,
     sizes: Sizes = Sizes(),
     knn: KnnOptions = DEFAULT_KNN,
+    bm25: Bm25Query = "best_fields",
 ) -> Plan:
     """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
     vector of each dense or hybrid query by position, ``method`` how dense scores are computed, ``knn`` how
-    the index's kNN searches run (:func:`~hopsearch.service.store.vector_index.knn_options`)."""
+    the index's kNN searches run (:func:`~hopsearch.service.store.vector_index.knn_options`), ``bm25`` the
+    ``multi_match`` type of the BM25 clauses."""
     vectors = vectors or {}
     index = facts.index
     plain = facts.source
@@ -176,7 +178,9 @@ def plan(
             if fusion == "es_rrf" and caps.rrf_refusal:
                 fusion, note = "rrf", f"the server refused the rrf retriever ({caps.rrf_refusal})"
         ja: JaQuery = ja_query(query.text, facts.meta, facts.synonyms)
-        bodies = _bodies(query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts, knn)
+        bodies = _bodies(
+            query, fusion, method, vectors.get(i), size, plain, sizes.rerank_candidates, ja, facts, knn, bm25
+        )
         slots = {}
         for slot, body in bodies:
             slots[slot] = len(searches)
@@ -203,23 +207,26 @@ def _bodies(
     ja: JaQuery,
     facts: IndexFacts,
     knn: KnnOptions = DEFAULT_KNN,
+    kind: Bm25Query = "best_fields",
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
     searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
+
+    def bm25(n: int, source: Source) -> tuple[str, dict[str, Any]]:
+        return "bm25", bm25_body(query, n, source=source, ja=ja, searched=searched, excerpt=excerpt, kind=kind)
+
     if query.mode == "bm25":
-        return [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
+        return [bm25(size, plain)]
     assert vector is not None, "a dense or hybrid query is planned with its vector"
     if method == "rerank":  # no vectors on the server: cosine here over BM25 candidates
-        wide = max(size, candidates)
-        return [("bm25", bm25_body(query, wide, source=True, ja=ja, searched=searched, excerpt=excerpt))]
+        return [bm25(max(size, candidates), True)]
     if fusion in ("bool", "es_rrf"):
-        fused = fused_body(fusion, query, vector, method, size, ja=ja, searched=searched, field=field, knn_options=knn)
+        fused = fused_body(
+            fusion, query, vector, method, size, ja=ja, searched=searched, field=field, knn_options=knn, kind=kind
+        )
         out = [("fused", fused)]
         if query.legs:
-            out += [
-                ("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt)),
-                ("dense", dense_body(method, query, vector, size, field, knn)),
-            ]
+            out += [bm25(size, plain), ("dense", dense_body(method, query, vector, size, field, knn))]
         return out
-    bm25 = [("bm25", bm25_body(query, size, source=plain, ja=ja, searched=searched, excerpt=excerpt))]
-    return [*(bm25 if query.mode == "hybrid" else []), ("dense", dense_body(method, query, vector, size, field, knn))]
+    lexical = [bm25(size, plain)] if query.mode == "hybrid" else []
+    return [*lexical, ("dense", dense_body(method, query, vector, size, field, knn))]
