@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import csv
 import json
 import os
@@ -246,17 +245,16 @@ async def latencies(es: str, api: str, index: str, asked: list[str]) -> dict[str
     return out
 
 
-def shaped(body: dict[str, Any], shape: str) -> dict[str, Any]:
-    """The product's BM25 body with its ``multi_match`` in another shape (the profile's question: which
-    shapes let Lucene skip non-competitive documents)."""
-    out = copy.deepcopy(body)
-    match = out["query"]["bool"]["must"][0]["multi_match"]
+def shaped(query: RetrievalQuery, shape: str) -> dict[str, Any]:
+    """The product's BM25 body of ``query`` in ``shape`` (the profile's question: which shapes let Lucene
+    skip non-competitive documents): its two ``bm25_query`` kinds, and best_fields without the tie breaker
+    (a plain ``dis_max``, not a setting)."""
+    if shape == "most_fields":
+        return bm25_body(query, 10, kind="most_fields")
+    body = bm25_body(query, 10)
     if shape == "best_fields, no tie_breaker":
-        match.pop("tie_breaker", None)
-    elif shape == "most_fields":
-        match.pop("tie_breaker", None)
-        match["type"] = "most_fields"
-    return out
+        body["query"]["bool"]["must"][0]["multi_match"].pop("tie_breaker")
+    return body
 
 
 SHAPES = ("product (best_fields, tie_breaker 0.5)", "best_fields, no tie_breaker", "most_fields")
@@ -267,10 +265,10 @@ async def shape_latencies(es: str, index: str, asked: list[str]) -> dict[str, li
     out: dict[str, list[float]] = {shape: [] for shape in SHAPES}
     async with httpx.AsyncClient(base_url=es, headers={"Accept-Encoding": "identity"}, timeout=120) as direct:
         for q in asked:
-            body = bm25_body(RetrievalQuery(q, k=10), 10)
             for shape in SHAPES:
+                body = shaped(RetrievalQuery(q, k=10), shape)
                 began = time.perf_counter()
-                answer = await direct.post(f"/{index}/_search", json=shaped(body, shape))
+                answer = await direct.post(f"/{index}/_search", json=body)
                 out[shape].append((time.perf_counter() - began) * 1000)
                 answer.raise_for_status()
     return out

@@ -23,6 +23,8 @@ from hopsearch.service.types import Bm25Query, Fusion, RetrievalQuery
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
 #: ``num_candidates`` at least 100 (and 10 per hit), no rescoring: what an index without options gets.
 DEFAULT_KNN = KnnOptions()
+#: DeepRAG's BM25 clause (``Settings.bm25_query``'s default).
+DEFAULT_BM25: Bm25Query = "best_fields"
 Source = bool | Mapping[str, Any]
 #: The fields BM25 searches in hopsearch's passages (an attached index's are its field map's).
 SEARCHED = ("title", "text")
@@ -40,7 +42,7 @@ JaQuery = tuple[str, Sequence[str]] | None
 
 
 def match_clause(
-    text: str, boost: float = 1.0, fields: Sequence[str] = SEARCHED, kind: Bm25Query = "best_fields"
+    text: str, boost: float = 1.0, fields: Sequence[str] = SEARCHED, kind: Bm25Query = DEFAULT_BM25
 ) -> dict[str, Any]:
     """``multi_match`` of ``kind``: ``best_fields`` keeps DeepRAG's ``tie_breaker`` 0.5 (a ``dis_max`` that
     scores every matching document), ``most_fields`` adds the fields' scores (Lucene skips blocks)."""
@@ -61,7 +63,7 @@ def _match(
     ja: JaQuery,
     boost: float = 1.0,
     searched: Sequence[str] = SEARCHED,
-    kind: Bm25Query = "best_fields",
+    kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
     """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields."""
     text, fields = ja if ja is not None else (query.text, searched)
@@ -76,7 +78,7 @@ def bm25_body(
     ja: JaQuery = None,
     searched: Sequence[str] = SEARCHED,
     excerpt: str | None = None,
-    kind: Bm25Query = "best_fields",
+    kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
     """``excerpt``: a text field whose best passages come back with each hit (:func:`excerpt_of`); ``kind``:
     the ``multi_match`` type (:func:`match_clause`)."""
@@ -210,7 +212,7 @@ def fused_body(
     searched: Sequence[str] = SEARCHED,
     field: str = VECTOR,
     knn_options: KnnOptions = DEFAULT_KNN,
-    kind: Bm25Query = "best_fields",
+    kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
     """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion (``kind``: the BM25 clause's type)."""
     w_bm25, w_dense = query.weights

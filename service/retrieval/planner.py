@@ -20,6 +20,7 @@ from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.fusion import Licence, choose
 from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.retrieval.bodies import (
+    DEFAULT_BM25,
     DEFAULT_KNN,
     JaQuery,
     Source,
@@ -157,7 +158,7 @@ def plan(
     vectors: Mapping[int, Sequence[float]] | None = None,
     sizes: Sizes = Sizes(),
     knn: KnnOptions = DEFAULT_KNN,
-    bm25: Bm25Query = "best_fields",
+    bm25: Bm25Query = DEFAULT_BM25,
 ) -> Plan:
     """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
     vector of each dense or hybrid query by position, ``method`` how dense scores are computed, ``knn`` how
@@ -207,7 +208,7 @@ def _bodies(
     ja: JaQuery,
     facts: IndexFacts,
     knn: KnnOptions = DEFAULT_KNN,
-    kind: Bm25Query = "best_fields",
+    kind: Bm25Query = DEFAULT_BM25,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The searches of one query, by leg."""
     searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
