@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hopsearch.loaders.docs import load_docs
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 
 PARA = (

@@ -25,10 +25,10 @@ from typing import Any
 
 from hopsearch.service import usecases
 from hopsearch.service.access import Caller
-from hopsearch.service.attachments import Attachment, field_map
+from hopsearch.service.attached.fieldmap import Attachment, field_map
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.requests import Query
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings
 
 WORDS = [
     "policy",

@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hopsearch.cli.local import esnode  # noqa: E402
+from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.retrieval import bm25_body, knn_body  # noqa: E402
-from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402
 

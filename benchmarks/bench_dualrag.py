@@ -47,10 +47,10 @@ sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
 
 from hopsearch.cli.local import esnode  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
+from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.llm import LLMClient  # noqa: E402
 from hopsearch.service.requests import AskRequest  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
-from hopsearch.service.settings import load_settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.strategies.base import RunContext  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
@@ -60,7 +60,7 @@ from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
     queries_of,
     summarize,
 )
-from hopsearch.service.traces import TraceRecorder  # noqa: E402
+from hopsearch.service.traces.recorder import TraceRecorder  # noqa: E402
 from hopsearch.service.types import Hit, RetrievalQuery, Retriever, SearchResult  # noqa: E402
 from tests.scripted_llm import ScriptedLLM  # noqa: E402
 

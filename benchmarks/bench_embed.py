@@ -157,7 +157,7 @@ async def remote_load(
     """``hopsearch index jsonl`` (load_jsonl, loader batches of 256) with the remote embedder."""
     from hopsearch.loaders.api import load_jsonl
     from hopsearch.loaders.model import LoadOptions
-    from hopsearch.service.settings import Settings
+    from hopsearch.service.config.settings import Settings
     from hopsearch.service.store import Store
 
     capacity = slots * batch / (batch_ms / 1000)

@@ -69,8 +69,8 @@ from benchmarks.bench_load import (  # noqa: E402
     refresh,
 )
 from hopsearch.cli.local import esnode  # noqa: E402
+from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.retrieval import bm25_body  # noqa: E402
-from hopsearch.service.settings import load_settings  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402
 
 DPR_PASSAGES = 21_015_324

@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.retrieval import bm25_body
-from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
 

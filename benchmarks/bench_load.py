@@ -41,7 +41,7 @@ import httpx
 import orjson
 
 from hopsearch.cli.local import esnode
-from hopsearch.service.settings import load_settings
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.store import Store
 
 _WORDS = (

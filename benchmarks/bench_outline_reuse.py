@@ -41,8 +41,8 @@ from hopsearch.loaders.api import load_jsonl  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.service import usecases  # noqa: E402
 from hopsearch.service.access import ADMIN, Caller  # noqa: E402
-from hopsearch.service.outline_lineage import OutlineReader, split_source  # noqa: E402
-from hopsearch.service.outline_store import EsOutlineStore  # noqa: E402
+from hopsearch.service.outlines.lineage import OutlineReader, split_source  # noqa: E402
+from hopsearch.service.outlines.store import EsOutlineStore  # noqa: E402
 from hopsearch.service.runtime import Runtime  # noqa: E402
 from tests.dual_fixtures import entities, reason, role_of  # noqa: E402
 from tests.llm_fixtures import server_for, settings_for  # noqa: E402

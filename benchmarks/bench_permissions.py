@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_capacity import passages  # noqa: E402
 from benchmarks.bench_dualrag import medians_ms  # noqa: E402
 from hopsearch.service.access import ADMIN, Caller, Scope  # noqa: E402
+from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
-from hopsearch.service.settings import load_settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402

@@ -32,7 +32,7 @@ from hopsearch.service.auth.groups import EsGroups, GroupLookup
 from hopsearch.service.auth.public_keys import jwks_source
 from hopsearch.service.auth.records import KeyRecord, TokenKey
 from hopsearch.service.auth.tokens import JwtVerifier
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 
 ISSUER, AUDIENCE = "https://idp.example.com", "api://hopsearch"

@@ -51,9 +51,9 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.embedders.factory import make_embedder  # noqa: E402
 from hopsearch.service.retrieval.bodies import knn_body  # noqa: E402
-from hopsearch.service.settings import Settings  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.store.vector_index import KINDS, choose_vector_index, knn_options, vector_bytes  # noqa: E402
 from hopsearch.service.types import Embedder, RetrievalQuery, embed_queries  # noqa: E402

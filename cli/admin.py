@@ -16,19 +16,21 @@ from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import print_answer
-from hopsearch.service import outline_purge, trace_reads, usecases
+from hopsearch.service import usecases
+from hopsearch.service.config.settings import load_settings, shown_url
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
-from hopsearch.service.japanese import ja_tokens_note
 from hopsearch.service.llm import LLMClient
+from hopsearch.service.outlines import purge as outline_purge
 from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
 from hopsearch.service.retrieval import without_vectors_note
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import load_settings, shown_url
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
+from hopsearch.service.text.japanese import ja_tokens_note
+from hopsearch.service.traces import reads as trace_reads
 from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
 
 

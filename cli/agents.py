@@ -8,7 +8,7 @@ import asyncio
 
 import click
 
-from hopsearch.service.settings import load_settings
+from hopsearch.service.config.settings import load_settings
 
 
 async def serve_stdio() -> None:

@@ -14,10 +14,10 @@ from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.cli.render import answer_text, ask_head, steps_table, totals_lines
 from hopsearch.service import usecases
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.strategies import Answer
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 

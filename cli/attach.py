@@ -1,5 +1,5 @@
 """``hopsearch indices attach|detach``: answer over an index the user already has, through a field map
-(:mod:`hopsearch.service.attachments`), without copying it and without ever writing to it."""
+(:mod:`hopsearch.service.attached.fieldmap`), without copying it and without ever writing to it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from hopsearch.service.access import Identities
-from hopsearch.service.attachments import PRESETS, Attachment, field_map
+from hopsearch.service.attached.fieldmap import PRESETS, Attachment, field_map
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 

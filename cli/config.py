@@ -8,7 +8,7 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from hopsearch.service.settings import MASK, Settings, load_settings, shown_url
+from hopsearch.service.config.settings import MASK, Settings, load_settings, shown_url
 
 
 def reference_markdown() -> str:

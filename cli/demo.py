@@ -24,10 +24,10 @@ from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
+from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings, load_settings, shown_url
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
 
 DEMO_DEPTH = 4

@@ -8,8 +8,8 @@ from dataclasses import replace
 import click
 
 from hopsearch.cli.local import escluster, esnode
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import Settings, load_settings
 
 
 def node_spec(settings: Settings) -> esnode.NodeSpec:

@@ -19,12 +19,12 @@ from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.types import SearchResult
 
 

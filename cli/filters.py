@@ -1,6 +1,6 @@
 """``--source`` and ``--filter`` for ``search``, ``ask`` and ``eval``: filters on every retrieval, so company
 documents (``source: docs``) and DPR passages (``source: dpr``) need not mix. ``--filter FIELD=VALUE`` is
-a term filter; ``--filter JSON`` any filter of :mod:`hopsearch.service.filters` (and/or/not, range…).
+a term filter; ``--filter JSON`` any filter of :mod:`hopsearch.service.retrieval.filters` (and/or/not, range…).
 Both go through that one filter model, so a bad field is refused here with its name."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from hopsearch.service.errors import RequestInvalid
-from hopsearch.service.filters import parse_filters
+from hopsearch.service.retrieval.filters import parse_filters
 
 SOURCES = ("docs", "dpr", "jsonl", "qa")
 
@@ -37,7 +37,7 @@ def filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def filter_clauses(sources: Sequence[str], filters: Sequence[str]) -> list[dict[str, Any]]:
-    """The filters of the options (:mod:`hopsearch.service.filters`' JSON; literal terms, never query
+    """The filters of the options (:mod:`hopsearch.service.retrieval.filters`' JSON; literal terms, never query
     syntax), checked here so that a bad one is a usage error naming the option."""
     clauses: list[dict[str, Any]] = []
     if sources:

@@ -16,8 +16,8 @@ from typing import TypeVar
 import click
 
 from hopsearch.service.auth.groups import EsGroups, UserGroups
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 
 T = TypeVar("T")

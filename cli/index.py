@@ -41,9 +41,9 @@ from hopsearch.loaders import history
 from hopsearch.loaders.api import LOADERS, Loader
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.access import document_acl
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.embedders.factory import make_embedder
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 

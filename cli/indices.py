@@ -22,13 +22,13 @@ from rich.table import Table
 from hopsearch.cli.attach import attach, detach
 from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.japanese import ja_tokens_note
-from hopsearch.service.outline_purge import index_names, purge_outlines
-from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.outlines.purge import index_names, purge_outlines
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note, schema_version
+from hopsearch.service.text.japanese import ja_tokens_note
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from hopsearch.service.access import ACTIONS
 from hopsearch.service.auth.keys import ALGORITHMS, KeyStore, NewKey, listed
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
 
 T = TypeVar("T")

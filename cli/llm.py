@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from hopsearch.cli.local import llm_server
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import load_settings
 
 
 @click.group("llm")

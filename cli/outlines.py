@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from hopsearch.cli.options import caller_options, cli_caller
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outline_lineage import bound_namespace, reader_for
-from hopsearch.service.outline_purge import rebuild_outlines
-from hopsearch.service.outline_store import OUTLINES_SCHEMA, EsOutlineStore
-from hopsearch.service.outlines import EntityOutline
-from hopsearch.service.settings import Settings, load_settings
+from hopsearch.service.outlines.lineage import bound_namespace, reader_for
+from hopsearch.service.outlines.model import EntityOutline
+from hopsearch.service.outlines.purge import rebuild_outlines
+from hopsearch.service.outlines.store import OUTLINES_SCHEMA, EsOutlineStore
 from hopsearch.service.store import Store
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

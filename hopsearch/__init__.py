@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hopsearch.loaders.api import LoadKind, load_docs, load_dpr, load_jsonl, load_qa_contexts
     from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
+    from hopsearch.service.config.settings import Settings, load_settings
     from hopsearch.service.errors import HopsearchError
     from hopsearch.service.runtime import STRATEGIES, Runtime
-    from hopsearch.service.settings import Settings, load_settings
     from hopsearch.service.strategies import Answer, AskOptions, Budget
-    from hopsearch.service.traces import Citation, Trace
+    from hopsearch.service.traces.recorder import Citation, Trace
     from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 
 __version__ = "0.1.0"
@@ -47,7 +47,7 @@ _WHERE = {
     "Answer": "hopsearch.service.strategies",
     "AskOptions": "hopsearch.service.strategies",
     "Budget": "hopsearch.service.strategies",
-    "Citation": "hopsearch.service.traces",
+    "Citation": "hopsearch.service.traces.recorder",
     "Hit": "hopsearch.service.types",
     "HopsearchError": "hopsearch.service.errors",
     "LoadKind": "hopsearch.loaders.api",
@@ -57,13 +57,13 @@ _WHERE = {
     "Runtime": "hopsearch.service.runtime",
     "STRATEGIES": "hopsearch.service.runtime",
     "SearchResult": "hopsearch.service.types",
-    "Settings": "hopsearch.service.settings",
-    "Trace": "hopsearch.service.traces",
+    "Settings": "hopsearch.service.config.settings",
+    "Trace": "hopsearch.service.traces.recorder",
     "load_docs": "hopsearch.loaders.api",
     "load_dpr": "hopsearch.loaders.api",
     "load_jsonl": "hopsearch.loaders.api",
     "load_qa_contexts": "hopsearch.loaders.api",
-    "load_settings": "hopsearch.service.settings",
+    "load_settings": "hopsearch.service.config.settings",
 }
 
 __all__ = [
@@ -109,8 +109,8 @@ async def open_runtime(settings: Settings | None = None, **overrides: Any) -> Ru
     """Connect to Elasticsearch and the LLM server: a :class:`Runtime` to ``ask``, ``search`` and load
     with (close it with ``await runtime.close()`` or use it as ``async with``). Without ``settings``
     they are read from ``HOPSEARCH_*`` variables, with ``overrides`` (``es_url=[…]``, ``llm_model=…``)."""
+    from hopsearch.service.config.settings import load_settings
     from hopsearch.service.runtime import Runtime
-    from hopsearch.service.settings import load_settings
 
     return await Runtime.open(settings or load_settings(**overrides))
 

@@ -49,10 +49,10 @@ from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.target import embedder_of_index
 from hopsearch.loaders.ziplimits import ZipLimits
 from hopsearch.service.errors import HopsearchError, InputError
-from hopsearch.service.lang import detect_lang
-from hopsearch.service.outline_lineage import source
-from hopsearch.service.outline_purge import index_names, purge_outlines
+from hopsearch.service.outlines.lineage import source
+from hopsearch.service.outlines.purge import index_names, purge_outlines
 from hopsearch.service.store import Store
+from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)

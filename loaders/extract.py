@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
-from hopsearch.service.lang import is_cjk
+from hopsearch.service.text.lang import is_cjk
 
 if TYPE_CHECKING:
     from selectolax.lexbor import LexborHTMLParser, LexborNode

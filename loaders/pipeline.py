@@ -41,8 +41,8 @@ from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.target import LoadSettings, embedder_of_index, open_target
 from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
-from hopsearch.service.japanese import TOKENS, annotate, ja_tokens_of
 from hopsearch.service.store import Store
+from hopsearch.service.text.japanese import TOKENS, annotate, ja_tokens_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)

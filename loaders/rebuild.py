@@ -24,8 +24,8 @@ from hopsearch.loaders.refusals import error_text
 from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import EmbedderMismatch, StoreError
-from hopsearch.service.japanese import annotate
 from hopsearch.service.store import Store
+from hopsearch.service.text.japanese import annotate
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)

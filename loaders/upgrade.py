@@ -24,9 +24,9 @@ from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.access import document_acl
 from hopsearch.service.errors import ConfigError, StoreError
-from hopsearch.service.japanese import annotate, ja_tokens_of
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import IN_PLACE_VERSION
+from hopsearch.service.text.japanese import annotate, ja_tokens_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from types import TracebackType
 
 import numpy as np
 
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,14 @@ import io
 import zipfile
 from dataclasses import dataclass
 
-from hopsearch.service.errors import InputError
-from hopsearch.service.settings import (
+from hopsearch.service.config.settings import (
     DEFAULT_ZIP_MAX_MEMBER_BYTES,
     DEFAULT_ZIP_MAX_MEMBERS,
     DEFAULT_ZIP_MAX_RATIO,
     DEFAULT_ZIP_MAX_TOTAL_BYTES,
     Settings,
 )
+from hopsearch.service.errors import InputError
 
 #: The zip-based formats the loader reads.
 ZIP_FORMATS = frozenset({".docx", ".xlsx", ".pptx"})

@@ -85,7 +85,7 @@ class AclRule:
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What one request reads: the passages ``index`` (an index or alias), the request's validated filter
-    clauses (:func:`~hopsearch.service.filters.parse_filters`) and who asks."""
+    clauses (:func:`~hopsearch.service.retrieval.filters.parse_filters`) and who asks."""
 
     index: str
     caller: Caller

@@ -93,7 +93,7 @@ class AskRequest:
         return {"index": self.scope.index, "namespace": self.namespace}
 
     def trace_user(self) -> dict[str, Any]:
-        """Whom the trace belongs to (:mod:`~hopsearch.service.trace_reads`: its subject and admins read it)."""
+        """Whom the trace belongs to (:mod:`~hopsearch.service.traces.reads`: its subject and admins read it)."""
         caller = self.scope.caller
         return {"subject": caller.subject, "key": caller.key, "admin": caller.admin}
 

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsearch.service.access import ADMIN
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import IndexMissing
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.requests import AskOptions, Query
-from hopsearch.service.rerank import make_reranker
 from hopsearch.service.retrieval import EsRetriever
-from hopsearch.service.settings import Settings
+from hopsearch.service.retrieval.rerank import make_reranker
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, Answer, Strategy, build_strategy
 from hopsearch.service.strategies.registry import preferred_mode
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from hopsearch.service.types import Embedder, RetrievalMode, SearchResult
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class Runtime:
         index: str | None = None,
     ) -> SearchResult:
         """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
-        :mod:`hopsearch.service.filters`), as an admin."""
+        :mod:`hopsearch.service.retrieval.filters`), as an admin."""
         from hopsearch.service import usecases
 
         request = usecases.search_request(

@@ -15,8 +15,7 @@ from typing import Any
 
 from hopsearch.service.access import Caller, Scope
 from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
-from hopsearch.service.filters import parse_filters, refused_filter
-from hopsearch.service.outline_lineage import bound_namespace
+from hopsearch.service.outlines.lineage import bound_namespace
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
     DEFAULT_MAX_TOKENS,
@@ -33,6 +32,7 @@ from hopsearch.service.requests import (
     check_text,
     default_k,
 )
+from hopsearch.service.retrieval.filters import parse_filters, refused_filter
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.strategies import STRATEGIES, Answer, StepListener

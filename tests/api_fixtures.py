@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from hopsearch.service.api import create_app
 from hopsearch.service.api.state import ApiState
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, server_for, settings_for
 from tests.scripted_llm import ScriptedLLM, ScriptRequest

@@ -16,7 +16,7 @@ import httpx
 
 from hopsearch.cli.local import escluster, esnode
 from hopsearch.service.api import create_app
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, api_settings, load_passages, uvicorn_serving_async
 from tests.conftest import CLUSTER_LINES

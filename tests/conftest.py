@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from hopsearch.cli.local import esnode
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hopsearch.service.access import Scope
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.llm import StopFallback
-from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from hopsearch.service.access import ADMIN, Caller, Scope
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.filters import parse_filters
 from hopsearch.service.requests import AskOptions, AskRequest
-from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval import BoundRetriever, EsRetriever
+from hopsearch.service.retrieval.filters import parse_filters
+from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
 

@@ -11,7 +11,7 @@ import pytest
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Iterative, SingleRetrieval
 from hopsearch.service.strategies.answer_compare import Comparison, comparison_parts, same_thing
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, ListRetriever, fallback_for, server_for, settings_for
 from tests.scopes import asking

@@ -18,7 +18,7 @@ from hopsearch.service.strategies import AskOptions, DeepRAG, Iterative, SingleR
 from hopsearch.service.strategies.answer_guides import context_dates, guide_for
 from hopsearch.service.strategies.answer_types import answer_shape
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, fallback_for, settings_for
 from tests.scopes import asking

@@ -15,7 +15,7 @@ import elasticsearch7
 import pytest
 
 from hopsearch.service.api import create_app
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, ES_SECRET, MODEL, QUESTION, api_settings, load_passages, uvicorn_serving_async
 from tests.conftest import EsNode

@@ -13,8 +13,8 @@ import elasticsearch
 import pytest
 
 from hopsearch.cli.local import esnode
+from hopsearch.service.config.settings import PROXY_ALLOW_READ
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.settings import PROXY_ALLOW_READ
 from tests.api_fixtures import API_KEY
 from tests.conftest import ES_VERSIONS, unavailable
 from tests.test_api_clients import front, official_client, perform

@@ -10,7 +10,7 @@ import pytest
 
 from hopsearch.service.api import create_app
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve, _json_type
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 
 
 @pytest.mark.parametrize(

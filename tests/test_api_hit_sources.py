@@ -8,7 +8,7 @@ from typing import Any
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.api.hit_sources import HitSources
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from tests.api_fixtures import serving
 from tests.conftest import EsNode
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from hopsearch.cli.main import main
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import EntityOutline, Fact
+from hopsearch.service.outlines.model import EntityOutline, Fact
+from hopsearch.service.outlines.store import EsOutlineStore
 from tests.api_fixtures import QUESTION, any_strategy_model, dead_url, serving
 from tests.conftest import EsNode
 

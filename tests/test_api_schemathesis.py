@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from hopsearch.service.api import create_app
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, any_strategy_model, api_settings, load_passages, uvicorn_serving
 from tests.conftest import EsNode

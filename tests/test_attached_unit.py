@@ -8,14 +8,14 @@ import pytest
 
 from hopsearch.service.access import NOTHING, AclRule, Caller, Scope, access_clause, connector_principal
 from hopsearch.service.access import connector_values as values_of
-from hopsearch.service.attachment_checks import check_fields, mapped_fields, vector_mode
-from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap, field_map
+from hopsearch.service.attached.checks import check_fields, mapped_fields, vector_mode
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap, field_map
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.esclient import ServerInfo
-from hopsearch.service.japanese import ja_query
 from hopsearch.service.retrieval.bodies import excerpt_of
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, plan, scoped
 from hopsearch.service.retrieval.results import EXCERPT_LIMIT, hits_of
+from hopsearch.service.store.esclient import ServerInfo
+from hopsearch.service.text.japanese import ja_query
 from hopsearch.service.types import RetrievalQuery
 
 CONNECTOR = Attachment("sharepoint", field_map("elastic-connector"), identities="elastic-connector")

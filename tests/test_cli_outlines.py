@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from click.testing import CliRunner
 
 from hopsearch.cli.main import main
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import EntityOutline, Fact
+from hopsearch.service.outlines.model import EntityOutline, Fact
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.store import Store
 
 

@@ -9,7 +9,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, PlanStep, fallback_for, server_for, settings_for
 from tests.scopes import asking
 

@@ -12,7 +12,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG, SingleRetrieval, depth_for
 from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.deeprag import STOPS
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from tests.llm_fixtures import (
     EXPECTED_METHOD,
     FLAVOURS,

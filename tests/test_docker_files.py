@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from tests import packaging
 from tests.packaging import package_folders
 

@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import EntityOutline, Fact
+from hopsearch.service.outlines.model import EntityOutline, Fact
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.dual_fixtures import ChatModel, entities, reason

@@ -16,7 +16,7 @@ from hopsearch.service.strategies.answer_types import NO_ANSWER
 from hopsearch.service.strategies.base import Answer
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.dualrag_prompts import EntityQuery, is_none, read_entities
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for

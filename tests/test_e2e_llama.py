@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from hopsearch.cli.local import llm_server
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import ConfigError, NodeError
 from hopsearch.service.llm import LLMClient, complete_until
 from hopsearch.service.retrieval import EsRetriever
-from hopsearch.service.settings import Settings, load_settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, Budget, DeepRAG
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, STOPS
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from tests.conftest import EsNode, unavailable
 from tests.scopes import asking
 

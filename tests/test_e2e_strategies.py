@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
-from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, AskOptions, Budget, build_strategy
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from tests.scopes import asking
 from tests.test_e2e_llama import first_question, llama  # noqa: F401  (the shared local-model fixture)
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hopsearch.service.entities import EntityLinker, entity_key
-from hopsearch.service.outlines import EntityOutline, Fact, render_outline
+from hopsearch.service.outlines.entities import EntityLinker, entity_key
+from hopsearch.service.outlines.model import EntityOutline, Fact, render_outline
 
 
 def test_entity_key_rules() -> None:

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hopsearch.cli.local import esnode
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, _drop, make_settings
 

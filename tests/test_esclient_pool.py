@@ -3,8 +3,8 @@ libraries' default of 10 made a 16-client load queue inside the service), for bo
 
 from __future__ import annotations
 
-from hopsearch.service.esclient import ServerInfo, make_client
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
+from hopsearch.service.store.esclient import ServerInfo, make_client
 
 
 async def test_connections_per_node_reach_both_clients() -> None:

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hopsearch.service.errors import RequestInvalid
-from hopsearch.service.filters import parse_filters
-from hopsearch.service.path_filters import ROOT_FIELD, names_relative_path, relative_paths
+from hopsearch.service.retrieval.filters import parse_filters
+from hopsearch.service.retrieval.path_filters import ROOT_FIELD, names_relative_path, relative_paths
 
 
 def test_each_kind_becomes_its_clause() -> None:

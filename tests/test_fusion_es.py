@@ -19,10 +19,10 @@ import pytest
 from hopsearch.cli.local import esnode
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError, HopsearchError
-from hopsearch.service.filters import parse_filters
-from hopsearch.service.fusion import rrf_groups
-from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval import BoundRetriever
+from hopsearch.service.retrieval.filters import parse_filters
+from hopsearch.service.retrieval.fusion import rrf_groups
+from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates

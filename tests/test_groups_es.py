@@ -19,8 +19,8 @@ from hopsearch.service.auth.groups import EsGroups, UserGroups
 from hopsearch.service.auth.records import KeyRecord, TokenKey
 from hopsearch.service.auth.tokens import token_verifier
 from hopsearch.service.errors import InputError
-from hopsearch.service.esclient import body_of
 from hopsearch.service.store import Store
+from hopsearch.service.store.esclient import body_of
 from tests.token_fixtures import AUDIENCE, ISSUER, Keys, claims, idp_claims, jwk, pem, sign
 
 

@@ -14,7 +14,7 @@ from hopsearch.service.retrieval import rrf
 from hopsearch.service.strategies import STRATEGIES, AskOptions, Budget, HyDE, Iterative, build_strategy
 from hopsearch.service.strategies.base import Answer, Strategy
 from hopsearch.service.strategies.iterative import Assessment, read_assessment, stop_rule
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
 from tests.dual_fixtures import ChatModel
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for

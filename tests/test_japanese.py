@@ -12,14 +12,12 @@ import pytest
 
 from hopsearch.loaders.chunking import chunk_blocks_ja, chunk_document
 from hopsearch.loaders.extract import Block, extract
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import E5Embedder
-from hopsearch.service.entities import EntityLinker, entity_key
-from hopsearch.service.esclient import ServerInfo
-from hopsearch.service.japanese import annotate, ja_query, tokenizer
-from hopsearch.service.lang import detect_lang
+from hopsearch.service.outlines.entities import EntityLinker, entity_key
 from hopsearch.service.retrieval import bm25_body
-from hopsearch.service.settings import Settings
 from hopsearch.service.store import Store
+from hopsearch.service.store.esclient import ServerInfo
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, FINAL
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, rerank
 from hopsearch.service.strategies.dualrag_prompts import (
@@ -31,6 +29,8 @@ from hopsearch.service.strategies.dualrag_prompts import (
 from hopsearch.service.strategies.hyde import decompose_prompt, hyde_prompt
 from hopsearch.service.strategies.iterative import assess_prompt
 from hopsearch.service.strategies.steps import JAPANESE_NOTE, context_line, single_prompt
+from hopsearch.service.text.japanese import annotate, ja_query, tokenizer
+from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.types import Hit, RetrievalQuery
 from tests.ja_corpus import BINARY, PLAIN
 

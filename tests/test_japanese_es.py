@@ -12,7 +12,7 @@ from hopsearch.loaders.api import load_jsonl
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.embedders import E5Embedder
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import bm25_body
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.steps import JAPANESE_NOTE

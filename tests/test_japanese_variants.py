@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from hopsearch.cli.main import main
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
-from hopsearch.service.entities import EntityLinker, entity_key
 from hopsearch.service.errors import InputError
-from hopsearch.service.japanese import TOKENS, Synonyms, ja_query, ja_tokens_note, ja_tokens_of, tokenizer
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.entities import EntityLinker, entity_key
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
+from hopsearch.service.text.japanese import TOKENS, Synonyms, ja_query, ja_tokens_note, ja_tokens_of, tokenizer
 from hopsearch.service.types import RetrievalQuery
 from tests.conftest import EsNode, _drop, make_settings
 from tests.dual_fixtures import ChatModel, entities, reason

@@ -21,7 +21,7 @@ from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api import create_app
 from hopsearch.service.auth.keys import NewKey
 from hopsearch.service.errors import AuthorizationError
-from hopsearch.service.outline_lineage import bound_namespace
+from hopsearch.service.outlines.lineage import bound_namespace
 from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.conftest import EsNode
 

@@ -27,10 +27,10 @@ from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.extract import EXTRACTORS, Block, extract
 from hopsearch.loaders.ziplimits import ZipLimits, check_zip
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import InputError
-from hopsearch.service.lang import detect_lang
-from hopsearch.service.settings import load_settings
 from hopsearch.service.store import Store
+from hopsearch.service.text.lang import detect_lang
 from tests.conftest import EsNode
 from tests.ja_corpus import write_document
 from tests.office_files import pptx_bytes, xlsx_bytes, zip_bomb

@@ -13,7 +13,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.registry import build_strategy
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from hopsearch.service.types import RetrievalQuery, SearchResult
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for
 from tests.loader_files import write_dpr

@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.service.api import create_app
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from tests.api_fixtures import API_KEY, any_strategy_model, serving, uvicorn_serving_async
 from tests.conftest import EsNode
 from tests.dual_fixtures import deep_and_dual_model

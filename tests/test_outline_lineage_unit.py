@@ -10,8 +10,8 @@ import pytest
 
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.errors import AuthorizationError
-from hopsearch.service.outline_lineage import OutlineReader, bound_namespace, readers_of
-from hopsearch.service.outlines import MAX_FACTS, AliasSource, EntityOutline, Fact, usable
+from hopsearch.service.outlines.lineage import OutlineReader, bound_namespace, readers_of
+from hopsearch.service.outlines.model import MAX_FACTS, AliasSource, EntityOutline, Fact, usable
 
 HR = Caller.of(["group:hr", "public"], subject="alice", key="hr")
 BOB = Caller.of(["public"], subject="bob", key="low")

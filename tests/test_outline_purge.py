@@ -21,9 +21,9 @@ from hopsearch.cli.main import main
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.access import Caller
-from hopsearch.service.outline_lineage import source
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import AliasSource, EntityOutline, Fact
+from hopsearch.service.outlines.lineage import source
+from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, serving
 from tests.callers import as_caller

@@ -13,19 +13,19 @@ import sys
 from pathlib import Path
 
 from hopsearch.service.errors import VersionConflict
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import EntityOutline
+from hopsearch.service.outlines.model import EntityOutline
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.store import Store
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 
 #: One worker process: connect, say it is ready, wait for the go file, then save its facts all at once.
 WORKER = r"""
 import asyncio, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.outlines import EntityOutline, Fact
-from hopsearch.service.settings import Settings
+from hopsearch.service.outlines.store import EsOutlineStore
+from hopsearch.service.outlines.model import EntityOutline, Fact
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store import Store
 
 url, prefix, first, count, ready, go = sys.argv[1:]

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from aiohttp import web
 
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY
 from tests.conftest import EsNode, make_settings

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from hopsearch.service import trace_reads, usecases
+from hopsearch.service import usecases
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.runtime import Runtime
+from hopsearch.service.traces import reads as trace_reads
 from tests.api_fixtures import api_settings, instance_of
 from tests.conftest import EsNode
 from tests.dual_fixtures import ChatModel, entities, reason, role_of

@@ -12,10 +12,10 @@ import pytest
 from hopsearch.loaders.acl import FolderAcls, acl_value, glob_matches, read_sidecar
 from hopsearch.loaders.vector_cache import VectorCache, content_hash
 from hopsearch.service.access import ADMIN, Caller, Scope, access_clause, document_acl, document_principal
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import InputError
 from hopsearch.service.retrieval.readers import by_id_body, shown_hits
-from hopsearch.service.settings import Settings
-from hopsearch.service.trace_reads import owns, recent_body
+from hopsearch.service.traces.reads import owns, recent_body
 from hopsearch.service.types import Hit
 
 

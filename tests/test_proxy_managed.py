@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from hopsearch.service.api import create_app
-from hopsearch.service.settings import PROXY_ALLOW_READ
+from hopsearch.service.config.settings import PROXY_ALLOW_READ
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, ES_SECRET, MODEL, api_settings, load_passages, uvicorn_serving_async
 from tests.callers import ALICE, as_caller

@@ -8,8 +8,8 @@ from operator import itemgetter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hopsearch.service.fusion import rrf_groups, rrf_order
 from hopsearch.service.retrieval import cosine, rrf
+from hopsearch.service.retrieval.fusion import rrf_groups, rrf_order
 from hopsearch.service.types import Hit
 
 

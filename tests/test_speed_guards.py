@@ -16,7 +16,7 @@ from hopsearch.service.strategies.deeprag import STOPS, decide
 from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.iterative import Iterative
 from hopsearch.service.strategies.steps import normalise_query
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from tests.dual_fixtures import ChatModel, entities, reason
 from tests.llm_fixtures import (
     PASSAGES,

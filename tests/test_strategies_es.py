@@ -11,7 +11,7 @@ from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, HyDE, Iterative
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from hopsearch.service.types import Hit
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy

@@ -11,7 +11,7 @@ import pytest
 from hopsearch.service.llm import LLMClient, complete_until
 from hopsearch.service.strategies import AskOptions, DeepRAG
 from hopsearch.service.strategies.deeprag import STOPS
-from hopsearch.service.traces import MemoryTraceSink
+from hopsearch.service.traces.recorder import MemoryTraceSink
 from tests.llm_fixtures import PASSAGES, DeepRAGModel, ListRetriever, PlanStep, settings_for
 from tests.scopes import asking
 from tests.scripted_llm import ScriptedLLM, ScriptRequest, tokens

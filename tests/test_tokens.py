@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from hopsearch.service.auth.public_keys import JwksUrl, token_key
 from hopsearch.service.auth.records import KeyRecord, TokenKey
 from hopsearch.service.auth.tokens import JwtVerifier, looks_like_jwt, token_verifier
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ApiError, AuthenticationError, AuthorizationError, ConfigError, InputError
-from hopsearch.service.settings import Settings
 from tests.token_fixtures import AUDIENCE, ISSUER, Keys, claims, idp_claims, jwk, pem, sign
 
 

@@ -7,7 +7,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.registry import build_strategy
-from hopsearch.service.traces import ElasticsearchTraceSink
+from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from tests.conftest import EsNode, make_settings
 from tests.counting_proxy import CountingProxy
 from tests.llm_fixtures import PASSAGES, ListRetriever, server_for, settings_for

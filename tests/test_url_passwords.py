@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from hopsearch.service.config.settings import shown_url
 from hopsearch.service.embedders.openai import OpenAIEmbedder
 from hopsearch.service.errors import EmbedderError, RerankError
-from hopsearch.service.rerank import HttpReranker
-from hopsearch.service.settings import shown_url
+from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.types import Hit
 from tests.api_fixtures import dead_url
 

@@ -22,9 +22,9 @@ import pytest
 from hopsearch.loaders.api import load_docs, load_jsonl
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.esclient import ServerInfo
 from hopsearch.service.retrieval.bodies import fused_body, knn_clause
 from hopsearch.service.store import Store
+from hopsearch.service.store.esclient import ServerInfo
 from hopsearch.service.store.indices import SCHEMA_VERSION
 from hopsearch.service.store.vector_index import KINDS, KnnOptions, choose_vector_index, knn_options, vector_bytes
 from hopsearch.service.types import RetrievalQuery, SearchResult

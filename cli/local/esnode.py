@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hopsearch.cli.local.process import alive, kill_group, probe, spawn, stop_group, wait_ready
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import NodeError
-from hopsearch.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m hopsearch.cli.local.esnode up|down|status [VERSION PORT DIR]`` for scripts."""
     import sys
 
-    from hopsearch.service.settings import load_settings
+    from hopsearch.service.config.settings import load_settings
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("up", "down", "status"):

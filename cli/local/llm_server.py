@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Literal
 
 from hopsearch.cli.local.process import alive, probe, spawn, stop_group, wait_ready
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ConfigError, NodeError
-from hopsearch.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
+from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
 from hopsearch.service.runtime import STRATEGIES, Runtime
-from hopsearch.service.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"

@@ -31,7 +31,7 @@ from hopsearch.service.errors import ClientGone, HopsearchError
 from hopsearch.service.requests import HTTP_ASK
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.strategies import Answer
-from hopsearch.service.traces import Step
+from hopsearch.service.traces.recorder import Step
 
 log = logging.getLogger(__name__)
 router = APIRouter()

@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 
 #: Fields a document indexed from a folder has that are rewritten or dropped for clients.
 _FOLDER_FIELDS = frozenset({"path", "url", "metadata"})

@@ -6,7 +6,7 @@ body nested 1,000 deep drops the connection (RecursionError) or answers a bare 5
 body", depending on how deep the stack already is. :func:`too_deep` scans the raw bytes without
 recursion and names the first value nested deeper than :data:`MAX_JSON_DEPTH`, so the request is a 400
 naming the field and the limit. The bound is far above any body the routes accept (filters nest at most
-:data:`~hopsearch.service.filters.MAX_DEPTH` deep: about 20 levels of JSON).
+:data:`~hopsearch.service.retrieval.filters.MAX_DEPTH` deep: about 20 levels of JSON).
 """
 
 from __future__ import annotations

@@ -17,15 +17,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hopsearch.service import trace_reads, usecases
+from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
-from hopsearch.service.outline_lineage import bound_namespace, reader_for
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.lineage import bound_namespace, reader_for
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
 from hopsearch.service.runtime import STRATEGIES
+from hopsearch.service.traces import reads as trace_reads
 from hopsearch.service.types import RetrievalMode
 
 T = TypeVar("T")

@@ -1,6 +1,6 @@
 """Request and response bodies of the HTTP service (pydantic; they are the OpenAPI document).
 
-Filters are plain JSON here, validated by :mod:`hopsearch.service.filters` (literal clauses over an
+Filters are plain JSON here, validated by :mod:`hopsearch.service.retrieval.filters` (literal clauses over an
 allow-list of passage fields; a bad one is a 400 naming it): user text never reaches Elasticsearch as
 query-string syntax (questions and queries go into ``multi_match`` and kNN bodies only).
 """
@@ -29,7 +29,7 @@ MAX_TEXT = 100_000
 MAX_K = 10_000
 
 FILTERS_DOC = (
-    "Metadata filters (hopsearch.service.filters): term, terms, range, exists, and/or/not over source, path, "
+    "Metadata filters (hopsearch.service.retrieval.filters): term, terms, range, exists, and/or/not over source, path, "
     "doc_id, lang, url, title.keyword, content_sha, chunk, indexed_at and metadata.<name>; a bad one is a 400 "
     "naming the field. A path is relative to its indexed folder, as hits show it (absolute: starting with /)."
 )

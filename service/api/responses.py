@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import HopsearchError, StoreError
-from hopsearch.service.settings import Settings
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 #: Details of an error that are safe (and useful) to show to a client.

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service import requests, trace_reads, usecases
+from hopsearch.service import requests, usecases
 from hopsearch.service.access import Caller
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
@@ -27,10 +27,11 @@ from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError, NotFound
 from hopsearch.service.health import readiness
-from hopsearch.service.outline_lineage import bound_namespace, reader_for
-from hopsearch.service.outline_store import EsOutlineStore
+from hopsearch.service.outlines.lineage import bound_namespace, reader_for
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.requests import HTTP_SEARCH, check_k
 from hopsearch.service.retrieval import without_vectors_note
+from hopsearch.service.traces import reads as trace_reads
 from hopsearch.service.types import Hit, SearchResult
 
 router = APIRouter()

@@ -20,10 +20,10 @@ from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
 from hopsearch.service.auth.records import TokenVerifier
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.requests import AskRequest
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.settings import Settings
 from hopsearch.service.strategies import Answer, StepListener
 
 log = logging.getLogger(__name__)

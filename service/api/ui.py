@@ -17,13 +17,13 @@ from fastapi import APIRouter, Path, Query, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse
 
-from hopsearch.service import trace_reads
 from hopsearch.service.access import Scope
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.api.state import caller_of
-from hopsearch.service.attachments import field_text
+from hopsearch.service.attached.fieldmap import field_text
 from hopsearch.service.errors import NotFound
 from hopsearch.service.retrieval.readers import passages_by_id
+from hopsearch.service.traces import reads as trace_reads
 
 router = APIRouter()
 UI_PREFIX = "/_ui"

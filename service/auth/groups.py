@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from hopsearch.service.access import document_principal, principal
 from hopsearch.service.errors import IndexMissing, InputError, VersionConflict
-from hopsearch.service.esclient import call
 from hopsearch.service.store import Store, load_template
+from hopsearch.service.store.esclient import call
 
 #: Conditional writes of one user's groups before a change gives up.
 WRITE_ATTEMPTS = 16

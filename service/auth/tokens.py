@@ -40,8 +40,8 @@ from hopsearch.service.auth.claims import decode, looks_like_jwt, public_key, re
 from hopsearch.service.auth.groups import GroupLookup
 from hopsearch.service.auth.public_keys import JwksSource, jwks_source
 from hopsearch.service.auth.records import KeyLookup, KeyRecord, TokenKey, TokenVerifier
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ApiError, AuthenticationError, AuthorizationError, ConfigError
-from hopsearch.service.settings import Settings
 
 __all__ = ["FailureHook", "JwtVerifier", "looks_like_jwt", "token_verifier"]
 

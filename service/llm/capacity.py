@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from typing import Any
 
 import httpx
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import LLMError, LLMTimeout, LLMUnavailable
 from hopsearch.service.llm.capacity import ServerSlots
 from hopsearch.service.llm.sse import read_until
 from hopsearch.service.llm.tokencount import PromptCounter
 from hopsearch.service.llm.types import Attempt, Completion, Engine, StopMethod, Usage
-from hopsearch.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

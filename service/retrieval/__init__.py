@@ -7,13 +7,13 @@
 
 Dense: top-level ``knn`` (8.x), exact ``script_score`` cosine (7.17 with vectors), or cosine computed here
 over the BM25 candidates where the server has no vectors (``rerank``); hybrid: the fusion asked for where
-the server can run it (:mod:`hopsearch.service.fusion`), else client-side RRF. The method and fusion used
+the server can run it (:mod:`hopsearch.service.retrieval.fusion`), else client-side RRF. The method and fusion used
 are reported with every result.
 """
 
-from hopsearch.service.fusion import RRF_K, rrf
 from hopsearch.service.retrieval.bodies import bm25_body, knn_body, script_score_body
 from hopsearch.service.retrieval.executor import BoundRetriever, EsRetriever
+from hopsearch.service.retrieval.fusion import RRF_K, rrf
 from hopsearch.service.retrieval.results import cosine, without_vectors_note
 
 __all__ = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hopsearch.service.fusion import RRF_K
+from hopsearch.service.retrieval.fusion import RRF_K
 from hopsearch.service.store.vector_index import KnnOptions
 from hopsearch.service.types import Bm25Query, Fusion, RetrievalQuery
 
@@ -37,7 +37,7 @@ def source_excludes(vector: str) -> Mapping[str, Any]:
     return SOURCE_EXCLUDES if vector == VECTOR else {"excludes": [vector]}
 
 
-#: A Japanese query's text and fields (:func:`~hopsearch.service.japanese.ja_query`), or None.
+#: A Japanese query's text and fields (:func:`~hopsearch.service.text.japanese.ja_query`), or None.
 JaQuery = tuple[str, Sequence[str]] | None
 
 

@@ -1,5 +1,5 @@
 """The executor: embeds the dense queries, plans (:mod:`.planner`), runs the plan in ONE ``_msearch`` and
-assembles the results (:mod:`.results`); optionally a cross-encoder reranker (:mod:`hopsearch.service.rerank`)
+assembles the results (:mod:`.results`); optionally a cross-encoder reranker (:mod:`hopsearch.service.retrieval.rerank`)
 reorders the top hits of any mode.
 
 :class:`EsRetriever` serves any index: every call names its :class:`~hopsearch.service.access.Scope`
@@ -17,20 +17,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachments import renamed
+from hopsearch.service.attached.fieldmap import renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
-from hopsearch.service.fusion import licence_of, refused, rrf_groups, rrf_order, split
-from hopsearch.service.japanese import Synonyms, ja_query
-from hopsearch.service.path_filters import with_relative_paths
-from hopsearch.service.rerank import HttpReranker
 from hopsearch.service.retrieval.bodies import bm25_body
+from hopsearch.service.retrieval.fusion import licence_of, refused, rrf_groups, rrf_order, split
+from hopsearch.service.retrieval.path_filters import with_relative_paths
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
 from hopsearch.service.retrieval.readers import shown, shown_hits
+from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.store.vector_index import knn_options
+from hopsearch.service.text.japanese import Synonyms, ja_query
 from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class EsRetriever:
         self, scope: Scope, groups: Sequence[Sequence[RetrievalQuery]], size: int
     ) -> list[list[Hit]]:
         """Each group's hits fused by RRF and cut to ``size``, in ONE ``_msearch``: the same hits, in the same
-        order, as :func:`~hopsearch.service.fusion.rrf` over the group's :meth:`search_many` hits. BM25
+        order, as :func:`~hopsearch.service.retrieval.fusion.rrf` over the group's :meth:`search_many` hits. BM25
         without reranking fuses over the raw answer (ids and ranks) and builds a :class:`Hit` only for the
         hits kept (a DualRAG step keeps 150 of 450); other modes fuse :meth:`search_many`'s hits."""
         flat = [query for group in groups for query in group]

@@ -14,11 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachments import HOPSEARCH_FIELDS, Attachment, FieldMap
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
-from hopsearch.service.esclient import ServerInfo
-from hopsearch.service.fusion import Licence, choose
-from hopsearch.service.japanese import Synonyms, ja_query
 from hopsearch.service.retrieval.bodies import (
     DEFAULT_BM25,
     DEFAULT_KNN,
@@ -30,7 +27,10 @@ from hopsearch.service.retrieval.bodies import (
     source_excludes,
     unembedded_count,
 )
+from hopsearch.service.retrieval.fusion import Licence, choose
+from hopsearch.service.store.esclient import ServerInfo
 from hopsearch.service.store.vector_index import KnnOptions
+from hopsearch.service.text.japanese import Synonyms, ja_query
 from hopsearch.service.types import Bm25Query, DenseMethod, Fusion, RetrievalQuery
 
 

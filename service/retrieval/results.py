@@ -9,10 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeGuard
 
-from hopsearch.service.attachments import HOPSEARCH_FIELDS, FieldMap, field_text
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, FieldMap, field_text
 from hopsearch.service.errors import StoreError
-from hopsearch.service.fusion import refused, rrf, with_score
 from hopsearch.service.retrieval.bodies import EXCERPT_CHARS, EXCERPT_FRAGMENTS
+from hopsearch.service.retrieval.fusion import refused, rrf, with_score
 from hopsearch.service.retrieval.planner import QueryPlan
 from hopsearch.service.types import DenseMethod, Hit, SearchResult, make_hit
 

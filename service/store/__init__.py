@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-from hopsearch.service.esclient import make_client, probe
-from hopsearch.service.settings import Settings
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.store.attachments import Attachments
+from hopsearch.service.store.esclient import make_client, probe
 from hopsearch.service.store.indices import SCHEMA_VERSION, embedding_mapping, load_template
 from hopsearch.service.store.searches import error_reason
 

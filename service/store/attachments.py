@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attachment_checks import check_fields, mapped_fields, vector_mapping, vector_mode
-from hopsearch.service.attachments import Attachment, field_text
+from hopsearch.service.attached.checks import check_fields, mapped_fields, vector_mapping, vector_mode
+from hopsearch.service.attached.fieldmap import Attachment, field_text
 from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
-from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store.documents import Documents
+from hopsearch.service.store.esclient import body_of, call
 from hopsearch.service.store.indices import IndexLifecycle, load_template
 from hopsearch.service.store.searches import Searches
 from hopsearch.service.types import Embedder
@@ -119,7 +119,7 @@ class Attachments(IndexLifecycle, Documents, Searches):
 
     async def attach(self, attachment: Attachment, embedder: Embedder | None = None) -> Attachment:
         """Check ``attachment`` against its index and record it: every mapped field exists with a usable
-        type (:func:`~hopsearch.service.attachments.check_fields`); a vector field is a ``dense_vector`` of
+        type (:func:`~hopsearch.service.attached.fieldmap.check_fields`); a vector field is a ``dense_vector`` of
         ``embedder``'s dimensions, and a sample of documents re-embedded with it lands close to their stored
         vectors (MiniLM and e5 are both 384-d: only the vectors tell them apart). Reads only, then one
         document in ``<prefix>-attached``. Returns the attachment as recorded (embedder, mode, checks)."""

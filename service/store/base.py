@@ -1,5 +1,5 @@
 """The connection every part of the store shares: settings, the client of the server's major version, what
-the server is (:class:`~hopsearch.service.esclient.ServerInfo`), what was learnt of the cluster once
+the server is (:class:`~hopsearch.service.store.esclient.ServerInfo`), what was learnt of the cluster once
 (licence, the refusal of the rrf retriever), and the cluster-wide reads (health, root, licence)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import IndexMissing, StoreError
-from hopsearch.service.esclient import NdjsonPoster, ServerInfo, body_of, call
-from hopsearch.service.settings import Settings
+from hopsearch.service.store.esclient import NdjsonPoster, ServerInfo, body_of, call
 
 
 class Connected:

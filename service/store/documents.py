@@ -7,8 +7,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Seq
 from typing import Any
 
 from hopsearch.service.errors import IndexMissing, VersionConflict
-from hopsearch.service.esclient import body_of, call, translated
 from hopsearch.service.store.base import Connected
+from hopsearch.service.store.esclient import body_of, call, translated
 
 
 class Documents(Connected):

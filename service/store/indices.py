@@ -31,10 +31,10 @@ from importlib import resources
 from typing import Any
 
 from hopsearch.service.errors import EmbedderMismatch, IndexMissing, StoreError
-from hopsearch.service.esclient import body_of, call
-from hopsearch.service.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.store.base import Connected
+from hopsearch.service.store.esclient import body_of, call
 from hopsearch.service.store.vector_index import choose_vector_index
+from hopsearch.service.text.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.types import DenseMethod, Embedder
 
 SCHEMA_VERSION = 3
@@ -116,7 +116,7 @@ class IndexLifecycle(Connected):
 
     @property
     def ja_analysis(self) -> JaAnalysis:
-        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.japanese`)."""
+        """How Japanese text is analysed in new passages indices (see :mod:`hopsearch.service.text.japanese`)."""
         return ja_analysis_for(self.info.modules)
 
     async def exists(self, name: str) -> bool:

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from hopsearch.service.errors import IndexMissing, StoreError
-from hopsearch.service.esclient import body_of, call
 from hopsearch.service.store.base import Connected
+from hopsearch.service.store.esclient import body_of, call
 
 
 def error_reason(err: Any) -> str:

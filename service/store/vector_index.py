@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
+from hopsearch.service.config.settings import VectorIndex
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.esclient import ServerInfo
-from hopsearch.service.settings import VectorIndex
+from hopsearch.service.store.esclient import ServerInfo
 
 #: The ``index_options.type`` values hopsearch offers (``auto`` resolves to one of them).
 KINDS: tuple[str, ...] = tuple(k for k in get_args(VectorIndex) if k != "auto")

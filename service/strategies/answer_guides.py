@@ -29,11 +29,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, LLMClient
 from hopsearch.service.llm.guided import Guide, guided_fields, score_candidates
 from hopsearch.service.strategies.answer_compare import compare_answer, comparison_parts
 from hopsearch.service.strategies.answer_types import AnswerShape, answer_shape, clean_answer, match_shape
+from hopsearch.service.text.lang import detect_lang
 
 MONTHS = "January February March April May June July August September October November December".split()  # noqa: SIM905
 NUMBER_WORDS = "one two three four five six seven eight nine ten eleven twelve".split()  # noqa: SIM905

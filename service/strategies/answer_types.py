@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hopsearch.service.lang import detect_lang
+from hopsearch.service.text.lang import detect_lang
 
 AnswerType = Literal["choice", "yes_no", "date", "number", "text"]
 

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import ClassVar, Protocol
 
+from hopsearch.service.config.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
 from hopsearch.service.llm import LLMClient, StopFallback
 from hopsearch.service.requests import AskRequest
-from hopsearch.service.settings import DEFAULT_TIMEOUT_S
-from hopsearch.service.traces import Citation, Step, Trace, TraceRecorder, TraceSink
+from hopsearch.service.traces.recorder import Citation, Step, Trace, TraceRecorder, TraceSink
 from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever, Searcher, SearchResult
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from hopsearch.service.requests import AskOptions
 from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, normalise_query, typed_final
-from hopsearch.service.traces import Citation, Decision, Step
+from hopsearch.service.traces.recorder import Citation, Decision, Step
 from hopsearch.service.types import Hit
 
 RETRIEVE = "\nLet's search"

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from hopsearch.service.outline_lineage import source
-from hopsearch.service.outline_store import OutlineStore
-from hopsearch.service.outlines import Fact
-from hopsearch.service.settings import DEFAULT_OUTLINE_MAX_AGE_S
+from hopsearch.service.config.settings import DEFAULT_OUTLINE_MAX_AGE_S
+from hopsearch.service.outlines.lineage import source
+from hopsearch.service.outlines.model import Fact
+from hopsearch.service.outlines.store import OutlineStore
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
 from hopsearch.service.strategies.dualrag_outline import OutlineLink, RunOutline, Section
@@ -49,7 +49,7 @@ from hopsearch.service.strategies.dualrag_prompts import (
     reasoner_prompt,
 )
 from hopsearch.service.strategies.steps import ask_json, final_answer, json_step, normalise_query, read_reply
-from hopsearch.service.traces import Citation, Step
+from hopsearch.service.traces.recorder import Citation, Step
 from hopsearch.service.types import Embedder, NamingRetriever
 
 log = logging.getLogger(__name__)

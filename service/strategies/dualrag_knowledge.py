@@ -16,9 +16,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hopsearch.service.fusion import rrf_groups
 from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import cosine
+from hopsearch.service.retrieval.fusion import rrf_groups
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
 from hopsearch.service.strategies.steps import ask_text, text_step

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hopsearch.service.entities import EntityLinker, KnownEntity
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outline_lineage import OutlineReader
-from hopsearch.service.outline_store import OutlineStore
-from hopsearch.service.outlines import AliasSource, EntityOutline, Fact, render_outline
+from hopsearch.service.outlines.entities import EntityLinker, KnownEntity
+from hopsearch.service.outlines.lineage import OutlineReader
+from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact, render_outline
+from hopsearch.service.outlines.store import OutlineStore
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch
-from hopsearch.service.traces import Citation, Step
+from hopsearch.service.traces.recorder import Citation, Step
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from hopsearch.service.strategies.steps import (
     single_prompt,
     text_step,
 )
-from hopsearch.service.traces import Citation, Step
+from hopsearch.service.traces.recorder import Citation, Step
 from hopsearch.service.types import RetrievalQuery
 
 MAX_SUB_QUERIES = 3

@@ -34,7 +34,7 @@ from hopsearch.service.strategies.steps import (
     single_prompt,
     text_of,
 )
-from hopsearch.service.traces import Citation
+from hopsearch.service.traces.recorder import Citation
 from hopsearch.service.types import Hit
 
 MAX_ITERATIONS = 5

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outline_store import EsOutlineStore
-from hopsearch.service.settings import Settings
+from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import RecordedStrategy, Strategy
 from hopsearch.service.strategies.deeprag import DeepRAG
@@ -20,7 +20,7 @@ from hopsearch.service.strategies.dualrag import DualRAG
 from hopsearch.service.strategies.hyde import HyDE
 from hopsearch.service.strategies.iterative import Iterative
 from hopsearch.service.strategies.single import SingleRetrieval
-from hopsearch.service.traces import TraceSink
+from hopsearch.service.traces.recorder import TraceSink
 from hopsearch.service.types import Embedder, RetrievalMode, Searcher
 
 STRATEGIES: tuple[str, ...] = ("single", "deeprag", "dualrag", "iterative", "hyde")

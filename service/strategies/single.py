@@ -15,7 +15,7 @@ from hopsearch.service.llm import Completion, complete_until
 from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, single_prompt, typed_final
-from hopsearch.service.traces import Citation, Step
+from hopsearch.service.traces.recorder import Citation, Step
 
 
 class SingleRetrieval(RecordedStrategy):

@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.lang import detect_lang
 from hopsearch.service.llm import Completion, Engine, JsonReply, chat_json
 from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.answer_types import AnswerShape, typed_answer
 from hopsearch.service.strategies.base import RunContext
-from hopsearch.service.traces import Step, StepKind
+from hopsearch.service.text.lang import detect_lang
+from hopsearch.service.traces.recorder import Step, StepKind
 from hopsearch.service.types import Hit
 
 T = TypeVar("T")

@@ -36,9 +36,9 @@ import httpx
 from starlette.types import Message, Receive, Scope, Send
 
 from hopsearch.service.api.middleware.espath import EsRequest
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import AuthorizationError, ConfigError, StoreUnavailable
-from hopsearch.service.esclient import _verify
-from hopsearch.service.settings import Settings
+from hopsearch.service.store.esclient import _verify
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy sets itself.
 HOP_BY_HOP = frozenset(

@@ -4,7 +4,7 @@ Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment 
 file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
 comma-separated string in the environment. :func:`load_settings` warns of ``HOPSEARCH_*`` names and
 file keys that are no setting (naming the closest) and turns a refused value into one line
-(:mod:`~hopsearch.service.setting_names`).
+(:mod:`~hopsearch.service.config.names`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from hopsearch.service.config.names import bad_values, unknown_keys, unknown_variables
 from hopsearch.service.errors import ConfigError
-from hopsearch.service.setting_names import bad_values, unknown_keys, unknown_variables
 from hopsearch.service.types import Bm25Query
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Settings checked for a person: names that are no setting, and values a setting does not take.
 
-:func:`~hopsearch.service.settings.load_settings` reads the environment and the file named by
+:func:`~hopsearch.service.config.settings.load_settings` reads the environment and the file named by
 ``HOPSEARCH_CONFIG`` and passes what it found here (this module reads neither). A ``HOPSEARCH_*``
 variable or a file key that names no setting is otherwise silently ignored (a typo such as
 ``HOPSEARCH_EMBEDER`` leaves the default in force): each is a warning naming the closest setting. A

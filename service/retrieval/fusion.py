@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
-from hopsearch.service.esclient import ServerInfo
+from hopsearch.service.store.esclient import ServerInfo
 from hopsearch.service.types import Fusion, Hit, make_hit
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ or spaCy: names in multi-hop questions are titles and proper nouns, where these 
 A Japanese name (kana or kanji in it) is keyed differently: NFKC (full-width Latin and digits and
 half-width kana folded to one width; NFKD plus dropping combining marks, as above, would turn ガ into
 カ), the 異体字 NFKC keeps apart folded as in BM25 tokens ("山﨑" is "山崎":
-:data:`~hopsearch.service.japanese.VARIANTS`), Latin lower-cased, quotes, punctuation and all spaces
+:data:`~hopsearch.service.text.japanese.VARIANTS`), Latin lower-cased, quotes, punctuation and all spaces
 dropped ("森川　早苗" is "森川早苗"), a parenthetical qualifier dropped, and an honorific suffix (さん, 様,
 さま, 氏, 殿) dropped when two or more characters remain ("源氏" stays).
 
@@ -23,8 +23,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hopsearch.service.japanese import fold_variants
-from hopsearch.service.lang import detect_lang
+from hopsearch.service.text.japanese import fold_variants
+from hopsearch.service.text.lang import detect_lang
 
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b|(?<=s)['’](?=\s|$)")

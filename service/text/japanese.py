@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hopsearch.service.errors import ConfigError, InputError
-from hopsearch.service.lang import detect_lang
+from hopsearch.service.text.lang import detect_lang
 
 JaAnalysis = Literal["kuromoji", "sudachi"]
 #: The token recipe new SudachiPy indices are built with (``_meta.hopsearch.ja_tokens``): 1, NFKC and

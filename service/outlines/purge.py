@@ -4,7 +4,7 @@ whose lineage holds it, and the traces that quote it.
 :func:`purge_outlines` runs where passages go away (``hopsearch indices delete``, a load that removes a
 document): every fact and alias derived from them is removed (read-merge-write, conditional on the
 version read, as saves are). Until then, and where a purge could not run, the at-use check makes them
-unusable anyway (:mod:`hopsearch.service.outline_lineage`: a missing passage reads as nobody's).
+unusable anyway (:mod:`hopsearch.service.outlines.lineage`: a missing passage reads as nobody's).
 :func:`purge_traces` is the admin's ``hopsearch traces purge --doc ID``: traces whose steps or
 citations name the document are deleted.
 """
@@ -16,11 +16,11 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from hopsearch.service.errors import IndexMissing, StoreError
-from hopsearch.service.esclient import body_of, call
-from hopsearch.service.outline_lineage import split_source
-from hopsearch.service.outline_store import OUTLINES_SCHEMA, EsOutlineStore
-from hopsearch.service.outlines import EntityOutline
+from hopsearch.service.outlines.lineage import split_source
+from hopsearch.service.outlines.model import EntityOutline
+from hopsearch.service.outlines.store import OUTLINES_SCHEMA, EsOutlineStore
 from hopsearch.service.store import Store, load_template
+from hopsearch.service.store.esclient import body_of, call
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 An :class:`EntityOutline` is an entity's name, its aliases and its facts; every :class:`Fact` keeps its
 provenance (the question and sub-query that produced it, the passage ids it rests on, the model, the
 time, the trace id, the key and subject that wrote it) and its lineage (every passage it was derived
-from, and the principals that could read all of them: :mod:`hopsearch.service.outline_lineage`); every
-alias its lineage too (:class:`AliasSource`). Storage is :mod:`hopsearch.service.outline_store`.
+from, and the principals that could read all of them: :mod:`hopsearch.service.outlines.lineage`); every
+alias its lineage too (:class:`AliasSource`). Storage is :mod:`hopsearch.service.outlines.store`.
 
 Freshness is the caller's rule: :meth:`EntityOutline.fresh_facts` keeps facts younger than a limit.
 A merge unions aliases and appends facts once (same summary and lineage = same fact); the newest
@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hopsearch.service.entities import entity_key
-from hopsearch.service.outline_lineage import OutlineReader, may_read, split_source
+from hopsearch.service.outlines.entities import entity_key
+from hopsearch.service.outlines.lineage import OutlineReader, may_read, split_source
 
 #: Facts kept per entity and lineage scope (:attr:`Fact.scope`).
 MAX_FACTS = 100
@@ -248,7 +248,7 @@ class EntityOutline:
 
 def usable(outline: EntityOutline, reader: OutlineReader, readable: Collection[str]) -> EntityOutline | None:
     """What ``reader`` may use of ``outline``, given the lineage entries it may read now (``readable``:
-    :func:`~hopsearch.service.outline_lineage.readable_sources`): the usable facts as the reader sees them,
+    :func:`~hopsearch.service.outlines.lineage.readable_sources`): the usable facts as the reader sees them,
     the aliases with a usable lineage (admins: those without lineage too); None where nothing is usable."""
     facts = tuple(f.shown_to(reader) for f in outline.facts if _usable(f.lineage, f.readers, reader, readable))
     good = {r.name.casefold() for r in outline.alias_lineage if _usable(r.lineage, r.readers, reader, readable)}

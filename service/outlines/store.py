@@ -1,8 +1,8 @@
 """Where outlines persist: the :class:`OutlineStore` protocol and :class:`EsOutlineStore`, the documents of
 ``<prefix>-outlines`` (``es_mappings/outlines.json``).
 
-Every read is a reader's (:class:`~hopsearch.service.outline_lineage.OutlineReader`): it gets only what
-it may use (:func:`~hopsearch.service.outlines.usable`), checked in ONE ``_msearch`` against the passages'
+Every read is a reader's (:class:`~hopsearch.service.outlines.lineage.OutlineReader`): it gets only what
+it may use (:func:`~hopsearch.service.outlines.model.usable`), checked in ONE ``_msearch`` against the passages'
 current ACLs. A search filters inside the query as well (the facts' and aliases' ``readers``, nested), so
 ranks and counts say nothing of facts the reader may not see.
 
@@ -28,10 +28,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from hopsearch.service.entities import entity_key
 from hopsearch.service.errors import VersionConflict
-from hopsearch.service.esclient import body_of, call
-from hopsearch.service.outline_lineage import (
+from hopsearch.service.outlines.entities import entity_key
+from hopsearch.service.outlines.lineage import (
     ADMIN_READER,
     OutlineReader,
     readable_sources,
@@ -39,8 +38,9 @@ from hopsearch.service.outline_lineage import (
     readers_of,
     source_acls,
 )
-from hopsearch.service.outlines import AliasSource, EntityOutline, Fact, outline_id, usable
+from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact, outline_id, usable
 from hopsearch.service.store import Store
+from hopsearch.service.store.esclient import body_of, call
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import IndexMissing, StoreError, StoreUnavailable, VersionConflict
-from hopsearch.service.settings import Settings
 from hopsearch.service.types import DenseMethod
 
 log = logging.getLogger(__name__)

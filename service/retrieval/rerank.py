@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import httpx
 
+from hopsearch.service.config.settings import Settings, shown_url
 from hopsearch.service.errors import ConfigError, RerankError
-from hopsearch.service.fusion import with_score
-from hopsearch.service.settings import Settings, shown_url
+from hopsearch.service.retrieval.fusion import with_score
 from hopsearch.service.types import Hit
 
 

@@ -1,7 +1,7 @@
 """Indices users already have (issue 30): the field map of an attached index, the presets of Elastic's
 connectors and web crawler, and the checks of a field map against the index's mapping. Pure: no I/O here
 (the store keeps attachments in ``<prefix>-attached``: :mod:`hopsearch.service.store.attachments`; the
-checks of a field map against a mapping: :mod:`hopsearch.service.attachment_checks`).
+checks of a field map against a mapping: :mod:`hopsearch.service.attached.checks`).
 
 An attached index is read as hopsearch reads its own passages — BM25 over the mapped title and text fields
 (with the index's own analyzers), dense through the mapped vector field with the named embedder, the
@@ -233,7 +233,7 @@ def _index_lang(kind: str, value: Mapping[str, Any], lang: str) -> dict[str, Any
 
 
 def renamed_clause(clause: Mapping[str, Any], names: Mapping[str, str], lang: str | None = None) -> dict[str, Any]:
-    """A validated filter clause (:func:`~hopsearch.service.filters.parse_filters`) over the fields
+    """A validated filter clause (:func:`~hopsearch.service.retrieval.filters.parse_filters`) over the fields
     ``names`` maps to (a field an index lacks under any name matches nothing, as over hopsearch's own);
     ``lang``: the language of every document of an index without a language field."""
     out: dict[str, Any] = {}

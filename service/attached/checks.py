@@ -1,4 +1,4 @@
-"""The checks of a field map (:mod:`hopsearch.service.attachments`) against an index's mapping, made when an
+"""The checks of a field map (:mod:`hopsearch.service.attached.fieldmap`) against an index's mapping, made when an
 index is attached: each mapped field exists with a type hopsearch can use, and how its vectors are searched.
 Pure: the store reads the mapping (:meth:`hopsearch.service.store.attachments.Attachments.attach`)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hopsearch.service.attachments import FieldMap
+from hopsearch.service.attached.fieldmap import FieldMap
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.types import DenseMethod
 
