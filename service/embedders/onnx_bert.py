@@ -168,7 +168,7 @@ def _quantize(fp32: Path, target: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        quantize_dynamic(fp32, partial, weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=kept)
+        quantize_dynamic(fp32, partial, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=kept)
     finally:
         root.setLevel(level)
     partial.replace(target)
