@@ -22,6 +22,7 @@ from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.openai_errors import is_openai, openai_error, openai_error_response
+from hopsearch.service.api.openai_models import OpenAIErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.config.settings import Settings, load_settings
@@ -165,15 +166,17 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     components = doc.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    envelope = ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
-    schemas.update(envelope.pop("$defs", {}))
-    schemas["ErrorEnvelope"] = envelope
+    for model in (ErrorEnvelope, OpenAIErrorEnvelope):  # OpenAI's shape under /v1
+        envelope = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(envelope.pop("$defs", {}))
+        schemas[model.__name__] = envelope
     components["securitySchemes"] = {
         "ApiKey": {"type": "apiKey", "in": "header", "name": "Authorization", "description": "`ApiKey <key>`"},
         "Bearer": {"type": "http", "scheme": "bearer"},
     }
-    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
     for path, operations in doc.get("paths", {}).items():
+        name = "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
+        ref = {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)

@@ -27,7 +27,15 @@ from hopsearch.service.api.ask_stream import Failure, run_events
 from hopsearch.service.api.models import AskOptionsModel, AskRequest
 from hopsearch.service.api.openai_conversation import Conversation, condense, is_task, task_reply
 from hopsearch.service.api.openai_errors import openai_error
-from hopsearch.service.api.openai_models import ChatRequest, model_id, model_missing, parse_model
+from hopsearch.service.api.openai_models import (
+    ChatCompletion,
+    ChatRequest,
+    ModelList,
+    ModelObject,
+    model_id,
+    model_missing,
+    parse_model,
+)
 from hopsearch.service.api.openai_render import chunk, completion, content_of, location, step_line, usage_of
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
@@ -63,7 +71,7 @@ class Reply:
         return chunk(self.ident, self.created, self.model, delta, finish, **extra)
 
 
-@router.get("/v1/models", response_model=None)
+@router.get("/v1/models", response_model=None, responses={200: {"model": ModelList}})
 async def list_models(request: Request) -> OrjsonResponse:
     """The models the caller's key may ask: every strategy over the passages alias and each attached index
     its index patterns cover."""
@@ -71,7 +79,7 @@ async def list_models(request: Request) -> OrjsonResponse:
     return OrjsonResponse({"object": "list", "data": [_model(name) for name in names]})
 
 
-@router.get("/v1/models/{model}", response_model=None)
+@router.get("/v1/models/{model}", response_model=None, responses={200: {"model": ModelObject}})
 async def get_model(request: Request, model: Annotated[str, Path(min_length=1, max_length=320)]) -> OrjsonResponse:
     """One model the caller's key may ask; 404 ``model_not_found`` else."""
     if model not in await _models(state_of(request), caller_of(request.scope)):
@@ -91,7 +99,11 @@ async def _models(state: ApiState, caller: Caller) -> list[str]:
     return [model_id(strategy, index) for index in indices for strategy in sorted(STRATEGIES)]
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses={200: {"model": ChatCompletion, "content": {SSE: {"schema": {"type": "string"}}}}},
+)
 async def chat_completions(request: Request, body: ChatRequest) -> Response:
     """Answer the conversation's last user message with the model's strategy (see the module docstring)."""
     state = state_of(request)

@@ -15,7 +15,7 @@ named in the answer's ``hopsearch.ignored``; ``user`` is never an owner or a pri
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -89,3 +89,41 @@ def parse_model(name: str) -> tuple[str, str]:
 def model_missing(name: str) -> NotFound:
     why = f"the model [{name[:300]}] does not exist or you do not have access to it (GET /v1/models lists them)"
     return NotFound(why, details={"field": "model", "openai_code": "model_not_found"})
+
+
+# --- responses (documentation; the handlers build plain dicts) ---------------------------------------
+class ModelObject(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    hopsearch: dict[str, Any] | None = None
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelObject]
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[dict[str, Any]]
+    usage: dict[str, int]
+    hopsearch: dict[str, Any] = Field(
+        description="The extension: trace_id, strategy, index, citations, passages (as `_retrieve` shows "
+        "them), totals, ignored fields, notes; `task: true` for a front end's task answered without a strategy."
+    )
+
+
+class OpenAIErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorEnvelope(BaseModel):
+    error: OpenAIErrorDetail
