@@ -4,7 +4,12 @@ ask, a conversation, OpenAI's errors for refused and rate-limited keys, unknown 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -271,3 +276,24 @@ async def test_a_failure_mid_stream_is_an_api_error_with_its_trace(es8_node: EsN
             )
     assert "llm" in failed.value.message.lower()
     assert whole.value.status_code == 503 and isinstance(whole.value.body, dict) and whole.value.body["trace_id"]
+
+
+def readme_example() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Chat front ends and the OpenAI SDKs", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_readme_sdk_example_runs(es8_node: EsNode) -> None:
+    code = readme_example()
+    async with openai_serving(es8_node.url) as served:
+        env = {**os.environ, "HOPSEARCH_URL": served.url, "HOPSEARCH_KEY": API_KEY}
+        ran = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        listed, *answer, trace_id = ran.stdout.strip().splitlines()
+        trace = await served.trace(trace_id) if ran.returncode == 0 else {}
+    assert ran.returncode == 0, ran.stderr
+    assert len(code.strip().splitlines()) <= 12 and "hopsearch-deeprag" in listed
+    assert answer[0] == "2021" and "[1] Lethal Weapon" in "\n".join(answer)
+    assert trace["answer"] == "2021"
