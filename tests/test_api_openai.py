@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,10 @@ import httpx
 import openai
 import pytest
 
-from tests.api_fixtures import API_KEY, QUESTION
+from hopsearch.service.attached.fieldmap import Attachment, field_map
+from hopsearch.service.store import Store
+from hopsearch.service.strategies import STRATEGIES
+from tests.api_fixtures import API_KEY, QUESTION, load_passages
 from tests.conftest import EsNode
 from tests.openai_fixtures import openai_serving
 
@@ -297,3 +301,62 @@ async def test_the_readme_sdk_example_runs(es8_node: EsNode) -> None:
     assert len(code.strip().splitlines()) <= 12 and "hopsearch-deeprag" in listed
     assert answer[0] == "2021" and "[1] Lethal Weapon" in "\n".join(answer)
     assert trace["answer"] == "2021"
+
+
+CONNECTOR_MAPPINGS = {
+    "properties": {
+        "id": {"type": "keyword"},
+        "title": {"type": "text", "fields": {"keyword": {"type": "keyword"}}},
+        "body": {"type": "text"},
+        "url": {"type": "keyword"},
+        "_allow_access_control": {"type": "keyword"},
+    }
+}
+
+
+async def test_an_attached_index_is_a_model_for_the_keys_that_cover_it(es8_node: EsNode) -> None:
+    name = f"sp-{uuid.uuid4().hex[:8]}"
+
+    async def load(store: Store) -> None:
+        await load_passages(store)
+        await store.client.indices.create(index=name, body={"mappings": CONNECTOR_MAPPINGS})
+        doc = {
+            "id": "sp-donner",
+            "title": "Richard Donner",
+            "body": "Richard Donner directed Lethal Weapon; he died in 2021.",
+            "url": "https://corp.sharepoint.com/sites/films/donner.docx",
+            "_allow_access_control": ["group:everyone"],
+        }
+        await store.client.index(index=name, id="sp-donner", body=doc, refresh=True)
+        connector = field_map("elastic-connector")
+        await store.attach(Attachment(name, connector, identities="elastic-connector", layout="elastic-connector"))
+
+    try:
+        async with openai_serving(es8_node.url, load=load) as served:
+            admin = [m.id async for m in served.sdk().models.list()]
+            only = await served.new_key(name="sp-only", principals=["group:everyone"], indices=[name])
+            covered = [m.id async for m in served.sdk(only).models.list()]
+            chat = await served.sdk(only).chat.completions.create(
+                model=f"hopsearch-single@{name}", messages=[{"role": "user", "content": QUESTION}]
+            )
+            elsewhere = await served.new_key(name="elsewhere", principals=["public"], indices=["other-*"])
+            with pytest.raises(openai.NotFoundError) as hidden:
+                await served.sdk(elsewhere).chat.completions.create(
+                    model=f"hopsearch-single@{name}", messages=[{"role": "user", "content": QUESTION}]
+                )
+            asked = await served.http.post(
+                f"/{name}/_ask",
+                json={"question": QUESTION, "strategy": "single"},
+                headers={"Authorization": f"ApiKey {elsewhere}"},
+            )
+    finally:
+        async with httpx.AsyncClient(base_url=es8_node.url) as es:
+            await es.delete(f"/{name}")
+    assert f"hopsearch-dualrag@{name}" in admin and "hopsearch-dualrag" in admin
+    assert covered == [f"hopsearch-{s}@{name}" for s in sorted(STRATEGIES)]  # not the alias: outside its patterns
+    extension = (chat.model_extra or {})["hopsearch"]
+    assert extension["index"] == name and extension["citations"][0]["_id"] == "sp-donner"
+    assert (chat.choices[0].message.content or "").endswith(
+        "[1] Richard Donner — https://corp.sharepoint.com/sites/films/donner.docx"
+    )
+    assert hidden.value.body["code"] == "model_not_found" and asked.status_code == 404  # type: ignore[index]
