@@ -191,6 +191,7 @@ async def test_a_refused_key_is_an_authentication_error(es8_node: EsNode) -> Non
     assert set(wrong.value.body) >= {"message", "type", "code"} and wrong.value.body["code"] == "invalid_api_key"
     assert "revoked" in revoked.value.message
     assert bare.status_code == 401 and set(bare.json()) == {"error"} and bare.json()["error"]["message"]
+    assert wrong.value.response.headers["www-authenticate"].startswith("ApiKey")
 
 
 async def test_a_rate_limited_key_is_a_rate_limit_error_with_retry_after(es8_node: EsNode) -> None:

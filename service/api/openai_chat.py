@@ -39,7 +39,7 @@ from hopsearch.service.api.openai_models import (
 from hopsearch.service.api.openai_render import chunk, completion, content_of, location, step_line, usage_of
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
-from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.api.state import ApiState, AskSlot, caller_of
 from hopsearch.service.errors import IndexMissing, StoreError
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.requests import Fields
@@ -253,7 +253,7 @@ def _data(body: dict[str, Any], state: ApiState | None = None) -> bytes:
 
 
 async def _chunks(
-    state: ApiState, slot: Any, question: Question, reply: Reply, include_usage: bool
+    state: ApiState, slot: AskSlot, question: Question, reply: Reply, include_usage: bool
 ) -> AsyncIterator[bytes]:
     yield _data(reply.chunk({"role": "assistant", "content": ""}), state)
     index = 0

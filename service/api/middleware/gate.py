@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
-from hopsearch.service.api.openai_errors import is_openai, openai_error_response
+from hopsearch.service.api.openai_errors import is_openai, openai_error_response, openai_status
 from hopsearch.service.api.responses import error_response, retry_headers
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
 from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
@@ -265,9 +265,11 @@ class Gate:
             if refusal is None:
                 receive, refusal = await self._read_body(receive)
             if refusal is not None:
-                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refusal.status == 401 else None
+                openai = is_openai(scope["path"])
+                unauthenticated = (openai_status(refusal) if openai else refusal.status) == 401
+                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if unauthenticated else None
                 headers = retry_headers(refusal, self.state.settings) or headers
-                render = openai_error_response if is_openai(scope["path"]) else error_response
+                render = openai_error_response if openai else error_response
                 await render(refusal, self.state.redact, headers)(scope, receive, send_status)
                 return
             await self.app(scope, receive, send_status)
