@@ -84,13 +84,21 @@ class AskRequest:
     namespace: str = "default"
     #: What to say of the index (made under an older passages schema: :func:`~.store.indices.schema_note`).
     index_note: str = field(default="", compare=False)
+    #: The id its trace is written under, where a front end names it before the run (a chat stream's
+    #: header; minted by the service, never a client's); None: a new one.
+    trace_id: str | None = field(default=None, compare=False)
+    #: How a chat front end's conversation became the question (recorded in the trace's ``scope``).
+    conversation: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def trace_options(self) -> dict[str, Any]:
         """The options as the trace records them (the filters beside them, as before)."""
         return {**self.options.to_dict(), "filters": [dict(f) for f in self.scope.filters]}
 
     def trace_scope(self) -> dict[str, Any]:
-        return {"index": self.scope.index, "namespace": self.namespace}
+        scope: dict[str, Any] = {"index": self.scope.index, "namespace": self.namespace}
+        if self.conversation is not None:
+            scope["conversation"] = dict(self.conversation)
+        return scope
 
     def trace_user(self) -> dict[str, Any]:
         """Whom the trace belongs to (:mod:`~hopsearch.service.traces.reads`: its subject and admins read it)."""

@@ -7,7 +7,7 @@ validation failures (400, naming the field) included. The OpenAPI document is at
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,11 +16,13 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, keys_routes, mcp_tools, routes, searchr1, ui
+from hopsearch.service.api import ask, keys_routes, mcp_tools, openai_chat, routes, searchr1, ui
 from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.models import ErrorEnvelope
+from hopsearch.service.api.openai_errors import is_openai, openai_error, openai_error_response
+from hopsearch.service.api.openai_models import OpenAIErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.config.settings import Settings, load_settings
@@ -84,6 +86,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
+    app.include_router(openai_chat.router)
     app.include_router(ui.router)
     app.include_router(keys_routes.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
@@ -102,9 +105,14 @@ def app_from_settings() -> FastAPI:
 
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:
+    def render(request: Request, error: HopsearchError, headers: Mapping[str, str] | None = None) -> Response:
+        """Elasticsearch's error shape; OpenAI's under ``/v1``."""
+        openai = is_openai(request.url.path)
+        return (openai_error_response if openai else error_response)(error, state.redact, headers)
+
     async def hopsearch_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HopsearchError)
-        return error_response(exc, state.redact, retry_headers(exc, state.settings))
+        return render(request, exc, retry_headers(exc, state.settings))
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -117,26 +125,31 @@ def _install_handlers(app: FastAPI, state: ApiState) -> None:
             error = RequestInvalid(limit_message(state.settings, limits[field]), field=field)
         else:
             error = RequestInvalid(str(first.get("msg", "invalid request")), field=field or None)
-        return error_response(error, state.redact)
+        return render(request, error)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if isinstance(exc.__cause__, HopsearchError):
-            return error_response(exc.__cause__, state.redact)
+            return render(request, exc.__cause__)
         where = f"uri [{request.url.path}] and method [{request.method}]"
         if exc.status_code == 404:
-            return error_response(NotFound(f"no handler found for {where}"), state.redact)
+            return render(request, NotFound(f"no handler found for {where}"))
         if exc.status_code == 405:
             allow = (exc.headers or {}).get("Allow", "")
             error = MethodNotAllowed(f"incorrect HTTP method for {where}, allowed: [{allow}]")
-            return error_response(error, state.redact, {"Allow": allow} if allow else None)
+            return render(request, error, {"Allow": allow} if allow else None)
         reason = state.redact(str(exc.detail))
-        body = error_body("http_exception", reason, exc.status_code)
+        if is_openai(request.url.path):
+            body = openai_error(reason, exc.status_code, "http_exception")
+        else:
+            body = error_body("http_exception", reason, exc.status_code)
         return OrjsonResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-        return OrjsonResponse(error_body("exception", "internal error; see the service log", 500), status_code=500)
+        internal = HopsearchError("internal error; see the service log")
+        internal.error_type = "exception"
+        return render(request, internal)
 
     app.add_exception_handler(HopsearchError, hopsearch_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -153,15 +166,17 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     components = doc.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    envelope = ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
-    schemas.update(envelope.pop("$defs", {}))
-    schemas["ErrorEnvelope"] = envelope
+    for model in (ErrorEnvelope, OpenAIErrorEnvelope):  # OpenAI's shape under /v1
+        envelope = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(envelope.pop("$defs", {}))
+        schemas[model.__name__] = envelope
     components["securitySchemes"] = {
         "ApiKey": {"type": "apiKey", "in": "header", "name": "Authorization", "description": "`ApiKey <key>`"},
         "Bearer": {"type": "http", "scheme": "bearer"},
     }
-    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}
     for path, operations in doc.get("paths", {}).items():
+        name = "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
+        ref = {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any
@@ -23,17 +22,18 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
 from hopsearch.service import usecases
+from hopsearch.service.access import Caller
+from hopsearch.service.api.ask_stream import Failure, run_events
 from hopsearch.service.api.models import AskRequest, AskResponse
-from hopsearch.service.api.responses import OrjsonResponse, error_body, status_of
+from hopsearch.service.api.responses import OrjsonResponse, error_body
 from hopsearch.service.api.routes import IndexName, state_of
 from hopsearch.service.api.state import ApiState, AskSlot, caller_of
 from hopsearch.service.errors import ClientGone, HopsearchError
-from hopsearch.service.requests import HTTP_ASK
+from hopsearch.service.requests import HTTP_ASK, Fields
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.strategies import Answer
 from hopsearch.service.traces.recorder import Step
 
-log = logging.getLogger(__name__)
 router = APIRouter()
 SSE = "text/event-stream"
 
@@ -95,14 +95,35 @@ async def ask(
     """Answer a question with a strategy; each step is written to the trace (and streamed)."""
     started = time.perf_counter()
     state = state_of(request)
+    question = await question_of(state, caller_of(request.scope), index, body)
+    slot = state.admit_question(question.scope.caller)
+    if stream if stream is not None else body.stream:
+        events = _stream(state, slot, question, started)
+        return StreamingResponse(
+            events, media_type=SSE, headers=STREAM_HEADERS, background=BackgroundTask(slot.release)
+        )
+    answer = await answer_in_slot(request, state, slot, question)
+    if answer.error is not None:
+        raise _failure(answer.error, answer)
+    return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000), question.index_note))
+
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def question_of(
+    state: ApiState, caller: Caller, index: str, body: AskRequest, fields: Fields = HTTP_ASK
+) -> Question:
+    """The checked question of an ``_ask`` body over the index a URL (or a chat model name) names: every
+    front end that takes ``_ask``'s body (``/v1/chat/completions`` too) builds its question here."""
     runtime = await state.runtime()
     opts = body.options
-    question = await usecases.ask_request(
+    return await usecases.ask_request(
         runtime,
         body.question,
-        caller=caller_of(request.scope),
+        caller=caller,
         strategy=body.strategy,
-        index=await state.index_name(index, caller_of(request.scope)),
+        index=await state.index_name(index, caller),
         filters=opts.filters,
         k=opts.k,
         retrieval_mode=opts.retrieval_mode,
@@ -110,25 +131,17 @@ async def ask(
         max_depth=opts.max_depth,
         max_tokens=opts.max_tokens,
         budget=opts.budget.to_budget(),
-        fields=HTTP_ASK,
+        fields=fields,
     )
-    slot = state.admit_question(question.scope.caller)
-    if stream if stream is not None else body.stream:
-        heartbeat = state.settings.api_sse_heartbeat_s
-        events = _stream(state, slot, question, started, heartbeat)
-        return StreamingResponse(
-            events,
-            media_type=SSE,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            background=BackgroundTask(slot.release),
-        )
+
+
+async def answer_in_slot(request: Request, state: ApiState, slot: AskSlot, question: Question) -> Answer:
+    """The answer of an admitted question; the slot is released however it ends (a client that goes away
+    cancels the work: :class:`ClientGone`)."""
     try:
-        answer = await _unless_disconnected(request, state.answer(question, slot=slot))
+        return await _unless_disconnected(request, state.answer(question, slot=slot))
     finally:
         slot.release()  # also where the work was cancelled before it began
-    if answer.error is not None:
-        raise _failure(answer.error, answer)
-    return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000), question.index_note))
 
 
 async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Answer]) -> Answer:
@@ -155,45 +168,19 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _stream(
-    state: ApiState, slot: AskSlot, question: Question, started: float, heartbeat: float
-) -> AsyncIterator[bytes]:
-    queue: asyncio.Queue[Step] = asyncio.Queue()
-    task = asyncio.create_task(state.answer(question, slot=slot, on_step=queue.put_nowait))
+async def _stream(state: ApiState, slot: AskSlot, question: Question, started: float) -> AsyncIterator[bytes]:
     index = 0
-    try:
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, task}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
-            if not done:  # a comment line: proxies see traffic and keep the stream open
-                getter.cancel()
+    events = run_events(state, slot, question, state.settings.api_sse_heartbeat_s)
+    async with contextlib.aclosing(events):  # a client gone: the run is cancelled now, not when collected
+        async for event in events:
+            if event is None:  # a comment line: proxies see traffic and keep the stream open
                 yield b": keep-alive\n\n"
-                continue
-            if not getter.done():
-                getter.cancel()
-                break
-            yield _event("step", getter.result().to_dict(index), state)
-            index += 1
-        while not queue.empty():
-            yield _event("step", queue.get_nowait().to_dict(index), state)
-            index += 1
-        try:
-            answer = task.result()
-        except HopsearchError as exc:
-            yield _event("error", error_body(exc.error_type, str(exc), status_of(exc)), state)
-            return
-        except Exception:
-            log.exception("strategy %s failed", question.strategy)
-            yield _event("error", error_body("exception", "internal error; see the service log", 500), state)
-            return
-        if answer.error is not None:
-            failed = answer.error
-            body = error_body(failed.error_type, str(failed), status_of(failed), trace_id=answer.trace.trace_id)
-            yield _event("error", body, state)
-            return
-        took = round((time.perf_counter() - started) * 1000)
-        yield _event("answer", answer_body(answer, took, question.index_note), state)
-    finally:
-        if not task.done():
-            task.cancel()
-        slot.release()
+            elif isinstance(event, Step):
+                yield _event("step", event.to_dict(index), state)
+                index += 1
+            elif isinstance(event, Failure):
+                extra = {"trace_id": event.trace_id} if event.trace_id else {}
+                yield _event("error", error_body(event.error_type, event.reason, event.status, **extra), state)
+            else:
+                took = round((time.perf_counter() - started) * 1000)
+                yield _event("answer", answer_body(event, took, question.index_note), state)

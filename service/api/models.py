@@ -27,6 +27,8 @@ from hopsearch.service.types import Fusion, RetrievalMode
 #: Absolute bounds of the schema; the configured limits (``api_max_*``) are usually tighter.
 MAX_TEXT = 100_000
 MAX_K = 10_000
+#: The largest ``options.max_tokens`` (one generation's budget).
+MAX_ANSWER_TOKENS = 4096
 
 FILTERS_DOC = (
     "Metadata filters (hopsearch.service.retrieval.filters): term, terms, range, exists, and/or/not over source, path, "
@@ -105,7 +107,7 @@ class AskOptionsModel(_Strict):
         "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
     )
     filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
-    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=4096)
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))
 
 

@@ -180,12 +180,17 @@ def listed(record: KeyRecord, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+#: The detail of a refusal of the credential itself (not of what it may do): OpenAI's face answers it 401.
+REFUSED_CREDENTIAL = {"credential": "refused"}
+
+
 def key_refusal(record: KeyRecord | None, now: datetime) -> tuple[str, HopsearchError] | None:
     """Why a request with a stored key is refused, as ``(audit event, error)``; None for a usable key."""
     if record is None:
-        return "auth_unknown_key", AuthorizationError("the API key is not accepted")
+        return "auth_unknown_key", AuthorizationError("the API key is not accepted", details=REFUSED_CREDENTIAL)
     if record.revoked:
-        return "auth_revoked_key", AuthorizationError(f"the API key [{record.name}] is revoked")
+        why = f"the API key [{record.name}] is revoked"
+        return "auth_revoked_key", AuthorizationError(why, details=REFUSED_CREDENTIAL)
     if not record.usable(now):
         expired = record.expires.isoformat() if record.expires else "?"
         return "auth_expired_key", AuthenticationError(f"the API key [{record.name}] expired at {expired}")

@@ -192,6 +192,7 @@ async def run_recorded(
         on_step,
         scope=request.trace_scope(),
         user=request.trace_user(),
+        trace_id=request.trace_id,
     )
     seconds = request.options.budget.timeout_s or timeout_s
     deadline = time.monotonic() + seconds

@@ -163,7 +163,8 @@ class Trace:
 class TraceRecorder:
     """Collects steps while a strategy runs (mutable by design: it is the run's state). ``on_step`` (the
     run's listener: the HTTP service streams steps as Server-Sent Events) sees each step as added;
-    ``scope`` is what the question read (index, namespace), ``user`` who asked."""
+    ``scope`` is what the question read (index, namespace), ``user`` who asked; ``trace_id`` the id the
+    trace is written under where the front end chose it before the run (a new one else)."""
 
     def __init__(
         self,
@@ -175,11 +176,12 @@ class TraceRecorder:
         *,
         scope: Mapping[str, Any] | None = None,
         user: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
     ) -> None:
         self.on_step = on_step
         self.scope = dict(scope or {})
         self.user = dict(user or {})
-        self.trace_id = uuid.uuid4().hex
+        self.trace_id = trace_id or uuid.uuid4().hex
         self.question = question
         self.strategy = strategy
         self.model = model

@@ -12,7 +12,8 @@
   long as its ``Host`` (and ``Origin``, where sent) is a loopback name — anything else is 403 (a page
   of another site reaching a local service through DNS rebinding).
 - Scopes: a key's actions per route (:func:`route_action`; 403 naming the action), ``/_metrics`` and
-  ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``).
+  ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``). ``/v1`` (OpenAI's face)
+  needs ``ask``; its refusals take OpenAI's error shape (:mod:`~hopsearch.service.api.openai_errors`).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit.
 - Body depth: arrays and objects nested deeper than :data:`~hopsearch.service.api.json_depth.MAX_JSON_DEPTH`
@@ -39,9 +40,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
+from hopsearch.service.api.openai_errors import is_openai, openai_error_response, openai_status
 from hopsearch.service.api.responses import error_response, retry_headers
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
-from hopsearch.service.auth.keys import key_refusal
+from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import (
     ApiError,
@@ -67,6 +69,7 @@ _FIRST_ACTIONS = {
     "_outlines": "outlines",
     "_traces": "traces",
     "retrieve": "search",
+    "v1": "ask",  # OpenAI's face: chat completions and the models a key may ask
 }
 _ENDPOINT_ACTIONS = {"_retrieve": "search", "_ask": "ask"}
 
@@ -174,6 +177,7 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
         try:
             caller = await state.tokens.verify(token.decode("ascii"))
         except (AuthenticationError, AuthorizationError) as exc:
+            exc.details.update(REFUSED_CREDENTIAL)
             raise refused(state, "token_refused", exc) from None
         if caller.key is not None:
             record = await (await state.key_store()).by_name(caller.key)
@@ -261,9 +265,12 @@ class Gate:
             if refusal is None:
                 receive, refusal = await self._read_body(receive)
             if refusal is not None:
-                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if refusal.status == 401 else None
+                openai = is_openai(scope["path"])
+                unauthenticated = (openai_status(refusal) if openai else refusal.status) == 401
+                headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if unauthenticated else None
                 headers = retry_headers(refusal, self.state.settings) or headers
-                await error_response(refusal, self.state.redact, headers)(scope, receive, send_status)
+                render = openai_error_response if openai else error_response
+                await render(refusal, self.state.redact, headers)(scope, receive, send_status)
                 return
             await self.app(scope, receive, send_status)
         finally:
