@@ -135,9 +135,10 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
             f"+ skipped {report.skipped:,}  [{ok}]"
         )
         rate = report.read / report.seconds if report.seconds > 0 else 0.0
+        what, per = ("chunks", "files") if report.kind == "docs" else ("documents", f"{report.kind} records")
         click.echo(
-            f"{report.documents:,} documents into {report.index} in {report.seconds:.1f} s "
-            f"({rate:,.0f} {report.kind} records/s)"
+            f"{report.documents:,} {what} into {report.index} in {report.seconds:.1f} s "
+            f"({rate:,.0f} {per}/s)"
             + (f"; resumed after position {report.resumed_from:,}" if report.resumed_from else "")
             + (f"; {report.deleted:,} stale chunks deleted" if report.deleted else "")
             + (
@@ -154,6 +155,7 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
         )
         if report.rejected:
             click.echo(f"dead letters: {report.dead_letter}")
+        _print_not_read(report)
     if not report.reconciled:
         click.echo("error: read != indexed + rejected + skipped", err=True)
         raise SystemExit(EXIT_FAILED)
@@ -171,6 +173,14 @@ def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) ->
             err=True,
         )
         raise SystemExit(EXIT_REJECTED)
+
+
+def _print_not_read(report: LoadReport) -> None:
+    """Files of a suffix ``index docs`` does not read: counted apart from ``read`` (they are no dead letters)."""
+    not_read: dict[str, int] = dict(report.extra.get("files_not_read") or {})
+    if not_read:
+        counts = ", ".join(f"{suffix} {count:,}" for suffix, count in not_read.items())
+        click.echo(f"not read (a suffix index docs does not read): {sum(not_read.values()):,} files: {counts}")
 
 
 def _run(loader: Loader, path: Path, params: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
-"""Company documents: a directory tree of ``.md``, ``.txt``, ``.html``, ``.pdf``, ``.docx``, ``.xlsx`` and
-``.pptx`` files (:data:`~hopsearch.loaders.extract.EXTRACTORS`).
+"""Company documents: a directory tree of ``.md``, ``.txt``, ``.csv``, ``.html``, ``.pdf``, ``.docx``,
+``.xlsx`` and ``.pptx`` files (:data:`~hopsearch.loaders.extract.EXTRACTORS`).
 
 Incremental by content: every chunk carries its file's ``content_sha`` (SHA-256 of the bytes) and the
 file's chunk count (``metadata.chunks``). Before a load the index is asked, with one composite
@@ -17,14 +17,21 @@ Permissions: each chunk carries its file's ``acl`` (``--acl`` and ``.hopsearch-a
 whose content is unchanged but whose ACL is not is re-sent whole (token fields included), its vectors
 from the vector cache or read back from the index, never embedded again.
 
+Every chunk also records its extractor's version (``metadata.extractor``,
+:func:`~hopsearch.loaders.extract.extractor_version`): a file whose chunks an older version made is read
+again though its bytes are unchanged (text files first indexed as latin-1 mojibake). Files of a suffix
+that is not read (``.doc``, ``.xls``, ``.zip``…) are counted by suffix (``files_not_read``), apart from
+the files read.
+
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
-an unreadable directory — when its library fails on it (a corrupt PDF), when a zip-based file is over
-the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it yields no text (an empty
-file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). Such a file's earlier
-chunks, if any, are left in place. The files under a directory that cannot be listed are unknown, not
-gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero
-on it).
+an unreadable directory — when its library fails on it (a corrupt PDF), when its text cannot be decoded
+with confidence (:mod:`hopsearch.loaders.decode`), when a zip-based file is over the ``zip_max_*``
+limits (a zip bomb, refused before it is inflated), when it yields no text (an empty file), or when its
+name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). A file that cannot be read keeps its earlier
+chunks, if any; one whose bytes were read but yield no text now has them deleted: they are not what the
+file holds. The files under a directory that cannot be listed are unknown, not gone: their chunks stay,
+and the report names the directory (``unreadable_dirs``; the CLI exits non-zero on it).
 """
 
 from __future__ import annotations
@@ -34,16 +41,17 @@ import hashlib
 import logging
 import os
 import stat
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from hopsearch.loaders.acl import FolderAcls
+from hopsearch.loaders.acl import SIDECAR, FolderAcls
 from hopsearch.loaders.batching import cut
 from hopsearch.loaders.chunking import chunk_document
-from hopsearch.loaders.extract import EXTRACTORS, extract
+from hopsearch.loaders.extract import EXTRACTORS, extract, extractor_version
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBatch
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.target import embedder_of_index
@@ -59,9 +67,10 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
-#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector, the chunks' acl)]; the acl is
-#: the principals every chunk of the file has (sorted), None where its chunks disagree.
-State = dict[str, list[tuple[str, int, int | None, int, tuple[str, ...] | None]]]
+#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector, the chunks' acl, extractor
+#: version)]; the acl is the principals every chunk of the file has (sorted), None where its chunks disagree;
+#: the extractor version is the oldest among its chunks (1 where none is recorded).
+State = dict[str, list[tuple[str, int, int | None, int, tuple[str, ...] | None, int]]]
 
 
 def doc_id_of(path: str) -> str:
@@ -113,9 +122,11 @@ class DocsSource:
         self.min_words = min_words
         self.max_words = max_words
         self.walk_errors: list[tuple[str, str]] = []
+        self.not_read: Counter[str] = Counter()  # suffix -> files of it under the root that are not read
         self.files = self._walk()
         self.seen: set[str] = set(self.files)
         self.changed: dict[str, int] = {}  # path -> chunk count of the new version
+        self.unextracted: set[str] = set()  # read, but no text came out: its earlier chunks are deleted
         self.acl_changed = 0  # unchanged files re-sent for their ACL alone
         self.acls = acls or FolderAcls()
         self.acls.check({root, *(Path(f).parent for f in self.files)})  # a bad sidecar stops the load here
@@ -134,6 +145,8 @@ class DocsSource:
             for name in sorted(names):
                 if Path(name).suffix.lower() in EXTRACTORS:
                     found.append(os.path.join(folder, name))
+                elif name != SIDECAR:
+                    self.not_read[Path(name).suffix.lower() or "(no suffix)"] += 1
         return found
 
     def total(self) -> int | None:
@@ -202,16 +215,22 @@ class DocsSource:
             sha = hashlib.sha256(data).hexdigest()
             known = self.state.get(path, [])
             acl = self.acls.acl_of(Path(path))
-            unchanged = len(known) == 1 and self._complete(sha, *known[0][:4])
+            version = extractor_version(Path(path).suffix)
+            unchanged = len(known) == 1 and self._complete(sha, *known[0][:4]) and known[0][5] >= version
             if unchanged and known[0][4] == (acl or ()):
                 batch.skipped += 1
                 return
+        except InputError as exc:
+            batch.reject(position, where, exc.reason)
+            return
+        try:
             title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
             lang = detect_lang(" ".join(b.text for b in blocks))
             chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
             if not chunks:
                 raise InputError("no text extracted (empty document)")
         except InputError as exc:
+            self.unextracted.add(path)
             batch.reject(position, where, exc.reason)
             return
         doc_id = doc_id_of(path)
@@ -224,6 +243,7 @@ class DocsSource:
             "type": Path(path).suffix.lower().lstrip("."),
             "chunks": len(chunks),
             "root": str(self.path),
+            "extractor": version,
         }
         for n, chunk in enumerate(chunks):
             body: dict[str, Any] = {
@@ -269,6 +289,7 @@ async def existing_state(
             "expected": {"max": {"field": "metadata.chunks"}},
             "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
             "acl": {"terms": {"field": "acl", "size": 1000}},
+            "extractor": {"min": {"field": "metadata.extractor"}},
         }
         aggs = {"files": {"composite": composite, "aggs": per_file}}
         response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
@@ -277,8 +298,10 @@ async def existing_state(
             value = bucket["expected"].get("value")
             expected = int(value) if value is not None else None
             count = int(bucket["doc_count"])
+            version = int(bucket["extractor"].get("value") or 1)
+            vectors = int(bucket["vectors"]["doc_count"])
             state.setdefault(bucket["key"]["path"], []).append(
-                (bucket["key"]["sha"], count, expected, int(bucket["vectors"]["doc_count"]), _acl_of(bucket, count))
+                (bucket["key"]["sha"], count, expected, vectors, _acl_of(bucket, count), version)
             )
         after = files.get("after_key")
         if not after or not files["buckets"]:
@@ -388,12 +411,15 @@ async def load_docs(
     unreadable = [folder for folder, _ in source.walk_errors]
     gone = [path for path in state if path not in source.seen and not _under_any(path, unreadable)]
     clauses += [{"term": {"path": path}} for path in gone]
+    clauses += [{"term": {"path": path}} for path in sorted(source.unextracted) if path in state]
     deleted = await _delete(store, report.index, clauses) if clauses else 0
     extra = {
         **report.extra,
         "files_new_or_changed": len(source.changed) - source.acl_changed,
         "files_acl_changed": source.acl_changed,
         "files_removed": len(gone),
+        "files_unextracted_removed": sum(path in state for path in source.unextracted),
+        "files_not_read": dict(sorted(source.not_read.items())),
         "unreadable_dirs": unreadable,
         "acl_sidecars": source.acls.sidecars,
     }

@@ -1,6 +1,7 @@
 """Text and structure out of company documents, with maintained libraries.
 
-``.md`` markdown-it-py · ``.txt`` blank-line paragraphs · ``.html``/``.htm`` selectolax (Lexbor) ·
+``.md`` markdown-it-py · ``.txt`` blank-line paragraphs · ``.csv`` the csv module, one row a paragraph ·
+``.html``/``.htm`` selectolax (Lexbor) (these four decoded by :mod:`hopsearch.loaders.decode`) ·
 ``.pdf`` pypdf · ``.docx`` python-docx · ``.xlsx`` openpyxl · ``.pptx`` python-pptx (the last two in
 :mod:`hopsearch.loaders.office`). Every extractor returns the document title (``None`` when the file has
 none) and a list of :class:`Block` in reading order: headings (with their level) and paragraphs. A file
@@ -11,12 +12,15 @@ that a library cannot read raises :class:`InputError` with the library's reason.
 
 from __future__ import annotations
 
+import csv
 import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import TYPE_CHECKING
 
+from hopsearch.loaders.decode import TEXT_DECODER_VERSION, decode_text
 from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
 from hopsearch.service.text.lang import is_cjk
@@ -72,21 +76,37 @@ def _paragraphs(text: str) -> list[Block]:
     return out
 
 
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
-
-
 def extract_txt(data: bytes) -> tuple[str | None, list[Block]]:
-    return None, _paragraphs(_decode(data))
+    return None, _paragraphs(decode_text(data))
+
+
+def extract_csv(data: bytes) -> tuple[str | None, list[Block]]:
+    """One paragraph per row: its non-empty cells as ``header: value``, joined by `` | `` (the header
+    row names the columns; a cell beyond it stands alone). The delimiter (``,``, tab, ``;``) is sniffed."""
+    text = decode_text(data)
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(text[:8192], delimiters=",\t;")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO(text, newline=""), dialect)
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise InputError(f"unreadable CSV at line {reader.line_num}: {exc}") from exc
+    header = [collapse(cell) for cell in rows[0]] if rows else []
+    blocks: list[Block] = []
+    for row in rows[1:]:
+        cells = [collapse(cell) for cell in row]
+        named = [f"{name}: {cell}" if name else cell for name, cell in zip_longest(header, cells, fillvalue="") if cell]
+        if named:
+            blocks.append(Block(" | ".join(named)))
+    return None, blocks
 
 
 def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
     from markdown_it import MarkdownIt
 
-    tokens = MarkdownIt("commonmark").enable("table").parse(_decode(data))
+    tokens = MarkdownIt("commonmark").enable("table").parse(decode_text(data))
     blocks: list[Block] = []
     level = 0
     for token in tokens:
@@ -136,7 +156,7 @@ def _drop_chrome(tree: LexborHTMLParser) -> None:
 def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(_decode(data))
+    tree = LexborHTMLParser(decode_text(data, html=True))
     for node in tree.css("script,style,noscript,template"):
         node.decompose()
     _drop_chrome(tree)
@@ -216,6 +236,7 @@ EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
     ".md": extract_md,
     ".markdown": extract_md,
     ".txt": extract_txt,
+    ".csv": extract_csv,
     ".html": extract_html,
     ".htm": extract_html,
     ".pdf": extract_pdf,
@@ -223,6 +244,17 @@ EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
     ".xlsx": extract_xlsx,
     ".pptx": extract_pptx,
 }
+
+
+#: The suffixes whose text goes through :func:`~hopsearch.loaders.decode.decode_text`.
+TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".csv", ".html", ".htm"})
+
+
+def extractor_version(suffix: str) -> int:
+    """The version of the code that turns a file of this suffix into text, stored with its chunks
+    (``metadata.extractor``; chunks without one are version 1): a file whose chunks are older is read
+    again even when its bytes are unchanged."""
+    return TEXT_DECODER_VERSION if suffix.lower() in TEXT_SUFFIXES else 1
 
 
 def extract(

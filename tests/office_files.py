@@ -200,3 +200,62 @@ def zip_bomb(base: bytes, member: str, size: int, *, extra: int = 0) -> bytes:
     out.extend(central)
     out.extend(_END.pack(b"PK\5\6", 0, 0, count, count, len(central), start, 0))
     return bytes(out)
+
+
+_OLE_FREE, _OLE_END, _OLE_FAT = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD
+
+
+def _dir_entry(name: str, kind: int, child: int, start: int, size: int) -> bytes:
+    encoded = (name + "\0").encode("utf-16-le") if name else b""
+    return struct.pack(
+        "<64sHBBIII16sIQQIQ",
+        encoded,
+        len(encoded),
+        kind,
+        1 if kind else 0,  # black in the red-black tree; an unused entry is all zeros
+        _OLE_FREE,
+        _OLE_FREE,
+        child,
+        b"\0" * 16,
+        0,
+        0,
+        0,
+        start,
+        size,
+    )
+
+
+def ole_file(stream: str, data: bytes) -> bytes:
+    """A minimal valid OLE compound file (CFB version 3, 512-byte sectors) holding one stream ``stream``
+    of ``data`` (padded to 4,096 bytes, so it lives in ordinary sectors, not the mini stream): what an old
+    ``.doc`` (``WordDocument``) or a password-protected ``.docx`` (``EncryptedPackage``) is made of."""
+    body = data.ljust(4096, b"\0")
+    sectors = -(-len(body) // 512)
+    fat = [_OLE_FAT, _OLE_END] + [2 + n + 1 for n in range(sectors - 1)] + [_OLE_END]
+    header = struct.pack(
+        "<8s16sHHHHH6sIIIIIIIII",
+        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+        b"\0" * 16,
+        0x3E,
+        3,
+        0xFFFE,
+        9,
+        6,
+        b"\0" * 6,
+        0,  # directory sectors (0 in version 3)
+        1,  # FAT sectors
+        1,  # first directory sector
+        0,
+        4096,  # mini stream cutoff
+        _OLE_END,  # first mini FAT sector: none
+        0,
+        _OLE_END,  # first DIFAT sector: none
+        0,
+    ) + struct.pack("<109I", 0, *([_OLE_FREE] * 108))
+    fat_sector = struct.pack(f"<{len(fat)}I", *fat) + struct.pack("<I", _OLE_FREE) * (128 - len(fat))
+    directory = (
+        _dir_entry("Root Entry", 5, 1, _OLE_END, 0)
+        + _dir_entry(stream, 2, _OLE_FREE, 2, len(body))
+        + _dir_entry("", 0, _OLE_FREE, 0, 0) * 2
+    )
+    return header + fat_sector + directory + body.ljust(sectors * 512, b"\0")
