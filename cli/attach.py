@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from hopsearch.cli.options import with_store
 from hopsearch.service.access import Identities
 from hopsearch.service.attached.fieldmap import PRESETS, Attachment, field_map
 from hopsearch.service.config.settings import Settings, load_settings
@@ -96,12 +97,11 @@ def attach(name: str, **given: Any) -> None:
         acl_default=given["acl_default"],
         layout=given["layout"],
     )
-    from hopsearch.cli.indices import _with_store
 
     async def work(store: Store) -> Attachment:
         return await store.attach(wanted, embedder)
 
-    done = _with_store(settings, work)
+    done = with_store(settings, work)
     if given["as_json"]:
         click.echo(json.dumps(done.to_doc(), indent=2))
         return
@@ -121,9 +121,7 @@ def attach(name: str, **given: Any) -> None:
 @click.argument("name")
 def detach(name: str) -> None:
     """Forget NAME's field map (the index itself is left exactly as it is)."""
-    from hopsearch.cli.indices import _with_store
-
     settings = load_settings()
-    if not _with_store(settings, lambda store: store.delete_attachment(name)):
+    if not with_store(settings, lambda store: store.delete_attachment(name)):
         raise click.ClickException(f"[{name}] is not attached")
     click.echo(f"detached [{name}]")

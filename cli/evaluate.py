@@ -25,12 +25,13 @@ from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.loaders.api import ensure_qa_contexts
-from hopsearch.loaders.questions import read_questions
+from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
+from hopsearch.service.access import Caller
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.documents import file_passages
-from hopsearch.service.evaluation.runner import EvalItem, EvalRow, run_eval, summarize
+from hopsearch.service.evaluation.runner import Ask, EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer, depth_for
@@ -71,8 +72,7 @@ class EvalJob:
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
-    path, strategy, out = job.path, job.strategy, job.out
-    records = read_questions(path, limit=job.limit)
+    records = read_questions(job.path, limit=job.limit)
     settings = load_settings(**({"index_prefix": job.prefix} if job.prefix else {}))
     if job.corpus_from_context and job.index not in (None, settings.passages_alias):
         raise ConfigError(
@@ -81,59 +81,80 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
         )
     async with await Runtime.open(settings) as runtime:
         if job.corpus_from_context:
-            report = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
-            present = int(report.extra["already_indexed"])
-            console.print(
-                f"corpus: indexed {report.indexed - present} context passages ({present} already present; "
-                f"{report.rejected} rejected → {report.dead_letter})"
-            )
-        dataset = records[0].dataset if records else ""
+            await _load_contexts(runtime, job, records, console)
         caller = await cli_caller(runtime.store, job.key, job.principals)
-
-        async def ask(question: str) -> Answer:
-            request = await usecases.ask_request(
-                runtime,
-                question,
-                caller=caller,
-                strategy=strategy,
-                index=job.index,
-                filters=job.filters,
-                mode=cast(RetrievalPolicy, job.mode),
-                max_depth=depth_for(dataset),
-                demonstrations=DEMONSTRATIONS if job.few_shot else "",
-                retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
-                fields=CLI_ASK,
-            )
-            return await usecases.ask(runtime, request)
-
-        await runtime.store.require_passages(job.index or settings.passages_alias)
-        items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
-        if any(r.dataset == "docs" for r in records):  # supporting documents: evidence by their passages
-            found = await file_passages(
-                runtime.store, job.index or settings.passages_alias, [n for r in records for n in r.supporting]
-            )
-            items = [
-                replace(item, gold_files=tuple(found[n] for n in r.supporting)) if r.dataset == "docs" else item
-                for item, r in zip(items, records, strict=True)
-            ]
-        out.parent.mkdir(parents=True, exist_ok=True)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
-        with out.open("w", encoding="utf-8") as sink, Progress(*columns, console=console) as progress:
-            task = progress.add_task(f"{strategy} on {path.name}", total=len(items))
-
-            def on_row(row: EvalRow) -> None:
-                sink.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
-                sink.flush()
-                progress.advance(task)
-
-            rows = await run_eval(ask, items, concurrency=job.concurrency, on_row=on_row)
+        ask = _asker(runtime, job, caller, records[0].dataset if records else "")
+        index = job.index or settings.passages_alias
+        await runtime.store.require_passages(index)
+        items = await _items(runtime, index, records)
+        rows = await _evaluate(job, console, ask, items)
     return summarize(rows)
+
+
+async def _load_contexts(runtime: Runtime, job: EvalJob, records: list[QARecord], console: Console) -> None:
+    """``--corpus-from-context``: the questions' own context passages, loaded where missing."""
+    report = await ensure_qa_contexts(runtime.store, job.path, records, embedder=runtime.embedder)
+    present = int(report.extra["already_indexed"])
+    console.print(
+        f"corpus: indexed {report.indexed - present} context passages ({present} already present; "
+        f"{report.rejected} rejected → {report.dead_letter})"
+    )
+
+
+def _asker(runtime: Runtime, job: EvalJob, caller: Caller, dataset: str) -> Ask:
+    """One question → its answer, through the ask use case with the job's options."""
+
+    async def ask(question: str) -> Answer:
+        request = await usecases.ask_request(
+            runtime,
+            question,
+            caller=caller,
+            strategy=job.strategy,
+            index=job.index,
+            filters=job.filters,
+            mode=cast(RetrievalPolicy, job.mode),
+            max_depth=depth_for(dataset),
+            demonstrations=DEMONSTRATIONS if job.few_shot else "",
+            retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
+            fields=CLI_ASK,
+        )
+        return await usecases.ask(runtime, request)
+
+    return ask
+
+
+async def _items(runtime: Runtime, index: str, records: list[QARecord]) -> list[EvalItem]:
+    """The questions to evaluate; a docs set's supporting documents as evidence by their passages."""
+    items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
+    if any(r.dataset == "docs" for r in records):  # supporting documents: evidence by their passages
+        found = await file_passages(runtime.store, index, [n for r in records for n in r.supporting])
+        items = [
+            replace(item, gold_files=tuple(found[n] for n in r.supporting)) if r.dataset == "docs" else item
+            for item, r in zip(items, records, strict=True)
+        ]
+    return items
+
+
+async def _evaluate(job: EvalJob, console: Console, ask: Ask, items: list[EvalItem]) -> list[EvalRow]:
+    """Every item through ``ask``, each row written to ``job.out`` as it comes, with a progress bar."""
+    out = job.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with out.open("w", encoding="utf-8") as sink, Progress(*columns, console=console) as progress:
+        task = progress.add_task(f"{job.strategy} on {job.path.name}", total=len(items))
+
+        def on_row(row: EvalRow) -> None:
+            sink.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
+            sink.flush()
+            progress.advance(task)
+
+        return await run_eval(ask, items, concurrency=job.concurrency, on_row=on_row)
 
 
 class DefaultGroup(click.Group):

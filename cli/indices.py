@@ -10,9 +10,7 @@ delete`` removes named indices or, with ``--all``, everything under the prefix; 
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
@@ -20,9 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.attach import attach, detach
+from hopsearch.cli.options import with_store
 from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
-from hopsearch.service.config.settings import Settings, load_settings
+from hopsearch.service.config.settings import load_settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines.purge import index_names, purge_outlines
@@ -31,17 +30,6 @@ from hopsearch.service.store.indices import schema_note, schema_version
 from hopsearch.service.text.japanese import ja_tokens_note
 
 T = TypeVar("T")
-
-
-def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
-    async def go() -> T:
-        async with await Store.connect(settings) as store:
-            return await work(store)
-
-    try:
-        return asyncio.run(go())
-    except HopsearchError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 def _size(value: Any) -> str:
@@ -69,7 +57,7 @@ def list_indices(as_json: bool) -> None:
     async def work(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         return await store.prefix_indices(), await _attached_rows(store)
 
-    rows, attached = _with_store(settings, work)
+    rows, attached = with_store(settings, work)
     if as_json:
         for row in rows:
             if note := schema_note(row["index"], row["meta"], settings.acl_default):
@@ -156,7 +144,7 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
     outside = [name for name in names if not name.startswith(prefix)]
     if outside:
         raise click.UsageError(f"not under {prefix}: {', '.join(outside)} (hopsearch deletes only its own indices)")
-    rows = _with_store(settings, lambda store: store.prefix_indices())
+    rows = with_store(settings, lambda store: store.prefix_indices())
     existing = {row["index"]: row for row in rows}
     aliases = {alias: row["index"] for row in rows for alias in row["aliases"]}
     targets = [aliases.get(name, name) for name in names] if names else sorted(existing)
@@ -172,7 +160,7 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
         click.echo(f"  {name}{via}: {row['documents'] or 0:,} documents")
     if not yes:
         click.confirm(f"Delete {len(targets)} index(es)?", abort=True)
-    removed = _with_store(settings, lambda store: _delete_and_purge(store, targets))
+    removed = with_store(settings, lambda store: _delete_and_purge(store, targets))
     click.echo(f"deleted {len(targets)} index(es)")
     if removed:
         click.echo(f"purged {removed} outline fact(s) derived from their passages")
@@ -210,7 +198,7 @@ def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> No
         return await upgrade_index(store, target, acl=list(acl) or None, embedder=make_embedder(settings))
 
     try:
-        done = _with_store(settings, work)
+        done = with_store(settings, work)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--acl") from exc
     if as_json:

@@ -4,14 +4,16 @@ whom a command acts as (``--key``, ``--principal``: ``ask``, ``search``, ``eval`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.auth.keys import KeyStore, caller_for_secret, caller_of_principals
-from hopsearch.service.errors import AuthorizationError, InputError
+from hopsearch.service.config.settings import Settings
+from hopsearch.service.errors import AuthorizationError, HopsearchError, InputError
 from hopsearch.service.requests import DEFAULT_POLICY, DEFAULT_STRATEGY
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES
@@ -87,3 +89,19 @@ async def _cli_caller(store: Store, key: str | None, principals: Sequence[str]) 
     if principals:
         return caller_of_principals(principals)
     return ADMIN
+
+
+T = TypeVar("T")
+
+
+def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    """``work`` over a store connected for it (and closed after); a hopsearch error as a click error."""
+
+    async def go() -> T:
+        async with await Store.connect(settings) as store:
+            return await work(store)
+
+    try:
+        return asyncio.run(go())
+    except HopsearchError as exc:
+        raise click.ClickException(str(exc)) from exc

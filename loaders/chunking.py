@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from hopsearch.loaders.extract import Block
+from hopsearch.loaders.blocks import Block
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SENTENCE_JA = re.compile(r"[^。！？!?\n]*(?:[。！？!?]+[」』）)]*|\n|$)")

@@ -16,55 +16,19 @@ import csv
 import io
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import zip_longest
 from typing import TYPE_CHECKING
 
+from hopsearch.loaders.blocks import Block, collapse
 from hopsearch.loaders.decode import TEXT_DECODER_VERSION, decode_text
 from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
-from hopsearch.service.text.lang import is_cjk
 
 if TYPE_CHECKING:
     from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
-    text: str
-    level: int = 0  # 0: paragraph; 1..6: heading level
-
-
 _BLANK = re.compile(r"\n\s*\n")
-
-
-_SENTENCE_END = "。！？!?"
-_BULLETS = "・●○■□◆◇※＊*-‐－" + "0123456789０１２３４５６７８９"
-_SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is written on purpose: kept
-
-
-def _join(parts: list[str], *, lines: bool) -> str:
-    """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
-    words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
-    a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
-    out = parts[0] if parts else ""
-    width = max(map(len, parts), default=0)
-    previous = out
-    for part in parts[1:]:
-        if not (is_cjk(out[-1]) and is_cjk(part[0])):
-            out += " " + part
-        elif lines and (out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
-            out += "\n" + part
-        else:
-            out += part
-        previous = part
-    return out
-
-
-def collapse(text: str) -> str:
-    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
-    lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
-    return _join([line for line in lines if line], lines=True)
 
 
 def _paragraphs(text: str) -> list[Block]:
@@ -221,7 +185,7 @@ def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
 
 
 def extract_xlsx(data: bytes, *, source: str = "") -> tuple[str | None, list[Block]]:
-    from hopsearch.loaders.office import read_xlsx  # office.py imports Block from here: imported when used
+    from hopsearch.loaders.office import read_xlsx  # imported when used (openpyxl loads with it)
 
     return read_xlsx(data, source=source)
 

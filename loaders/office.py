@@ -29,7 +29,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from hopsearch.loaders.extract import Block, collapse
+from hopsearch.loaders.blocks import Block, collapse
 from hopsearch.service.errors import InputError
 
 if TYPE_CHECKING:

@@ -106,6 +106,100 @@ class _Tracker:
             self.progress.update(ck.progress, ck.read, ck.indexed, ck.rejected, ck.skipped)
 
 
+class _Pump:
+    """The stages of one load between the source and the tracker, each a method: ``produce`` (read,
+    parse, language), ``embed`` (only with vectors) and ``work`` (one streaming-bulk worker)."""
+
+    def __init__(
+        self,
+        store: Store,
+        source: Source,
+        index: str,
+        options: LoadOptions,
+        embedder: Embedder | None,
+        tracker: _Tracker,
+        cache: VectorCache | None,
+        counts: VectorCounts,
+    ) -> None:
+        self.store, self.source, self.index, self.options = store, source, index, options
+        self.embedder, self.tracker, self.cache, self.counts = embedder, tracker, cache, counts
+        # batches go through the vector stage when there are vectors to add, or to keep (a re-sent passage)
+        self.vectors = embedder is not None or bool(getattr(source, "reuses_vectors", False))
+        self.workers = max(1, options.workers)
+        self.raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
+        self.send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=self.workers)
+
+    async def produce(self, batches: Iterator[SourceBatch]) -> None:
+        out = self.raw if self.vectors else self.send
+        seq = 0
+        try:
+            # parsed in a thread: the event loop keeps answering the workers' responses meanwhile
+            while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+                for rejection in batch.rejections:
+                    self.tracker.letters.write(rejection)
+                await out.put((seq, batch))
+                seq += 1
+        except (OSError, EOFError) as exc:  # a truncated .gz, a disk error: the file itself is bad
+            raise InputError(f"cannot read on: {exc}", source=str(self.source.path)) from exc
+        if self.vectors:
+            await self.raw.put(None)
+        else:
+            await self._end_workers()
+
+    async def _end_workers(self) -> None:
+        for _ in range(self.workers):
+            await self.send.put(None)
+
+    async def _add_vectors(self, batch: SourceBatch) -> None:
+        if batch.bodies:  # the cache, the index (unchanged passages), then the embedder
+            await fill_vectors(self.store, self.index, batch, self.embedder, self.cache, self.counts)
+
+    async def embed(self) -> None:
+        # EMBED_AHEAD batches are filled at once, handed on in order: a remote server gets the next
+        # batch's requests while the last batch's are still out (and the bulk workers send meanwhile)
+        pending: deque[tuple[tuple[int, SourceBatch], asyncio.Task[None]]] = deque()
+        try:
+            while (item := await self.raw.get()) is not None:
+                if (
+                    item[1].encoded and self.embedder is not None
+                ):  # a source that encodes must not when vectors are added
+                    raise ConfigError(f"{self.source.kind} source wrote its documents' lines, but they need embeddings")
+                pending.append((item, asyncio.create_task(self._add_vectors(item[1]))))
+                if len(pending) >= EMBED_AHEAD:
+                    done, task = pending.popleft()
+                    await task
+                    await self.send.put(done)
+            while pending:
+                done, task = pending.popleft()
+                await task
+                await self.send.put(done)
+        finally:
+            for _, task in pending:
+                task.cancel()
+        await self._end_workers()
+
+    async def work(self) -> None:
+        while (item := await self.send.get()) is not None:
+            seq, batch = item
+            ok: list[bool] = []
+            failures: list[Mapping[str, Any]] = []
+            if batch.ids:
+                ok, failures = await send_batch(self.store, self.index, batch, self.options)
+            self.tracker.finish(seq, batch, ok, failures)
+
+    async def run(self, batches: Iterator[SourceBatch]) -> None:
+        tasks = [asyncio.create_task(self.produce(batches), name="produce")]
+        if self.vectors:
+            tasks.append(asyncio.create_task(self.embed(), name="embed"))
+        tasks += [asyncio.create_task(self.work(), name=f"bulk-{i}") for i in range(self.workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _pump(
     store: Store,
     source: Source,
@@ -119,79 +213,9 @@ async def _pump(
     ja_tokens: int = TOKENS,
 ) -> None:
     start = tracker.checkpoint.position
-    counts = counts or VectorCounts()
-    # batches go through the vector stage when there are vectors to add, or to keep (a re-sent passage)
-    vectors = embedder is not None or bool(getattr(source, "reuses_vectors", False))
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
-    workers = max(1, options.workers)
-    raw: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=2)
-    send: asyncio.Queue[tuple[int, SourceBatch] | None] = asyncio.Queue(maxsize=workers)
-
-    async def produce() -> None:
-        out = raw if vectors else send
-        batches = _with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens)
-        seq = 0
-        try:
-            # parsed in a thread: the event loop keeps answering the workers' responses meanwhile
-            while (batch := await asyncio.to_thread(next, batches, None)) is not None:
-                for rejection in batch.rejections:
-                    tracker.letters.write(rejection)
-                await out.put((seq, batch))
-                seq += 1
-        except (OSError, EOFError) as exc:  # a truncated .gz, a disk error: the file itself is bad
-            raise InputError(f"cannot read on: {exc}", source=str(source.path)) from exc
-        if vectors:
-            await raw.put(None)
-        else:
-            for _ in range(workers):
-                await send.put(None)
-
-    async def add_vectors(batch: SourceBatch) -> None:
-        if batch.bodies:  # the cache, the index (unchanged passages), then the embedder
-            await fill_vectors(store, index, batch, embedder, cache, counts)
-
-    async def embed() -> None:
-        # EMBED_AHEAD batches are filled at once, handed on in order: a remote server gets the next
-        # batch's requests while the last batch's are still out (and the bulk workers send meanwhile)
-        pending: deque[tuple[tuple[int, SourceBatch], asyncio.Task[None]]] = deque()
-        try:
-            while (item := await raw.get()) is not None:
-                if item[1].encoded and embedder is not None:  # a source that encodes must not when vectors are added
-                    raise ConfigError(f"{source.kind} source wrote its documents' lines, but they need embeddings")
-                pending.append((item, asyncio.create_task(add_vectors(item[1]))))
-                if len(pending) >= EMBED_AHEAD:
-                    done, task = pending.popleft()
-                    await task
-                    await send.put(done)
-            while pending:
-                done, task = pending.popleft()
-                await task
-                await send.put(done)
-        finally:
-            for _, task in pending:
-                task.cancel()
-        for _ in range(workers):
-            await send.put(None)
-
-    async def work() -> None:
-        while (item := await send.get()) is not None:
-            seq, batch = item
-            ok: list[bool] = []
-            failures: list[Mapping[str, Any]] = []
-            if batch.ids:
-                ok, failures = await send_batch(store, index, batch, options)
-            tracker.finish(seq, batch, ok, failures)
-
-    tasks = [asyncio.create_task(produce(), name="produce")]
-    if vectors:
-        tasks.append(asyncio.create_task(embed(), name="embed"))
-    tasks += [asyncio.create_task(work(), name=f"bulk-{i}") for i in range(workers)]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    pump = _Pump(store, source, index, options, embedder, tracker, cache, counts or VectorCounts())
+    await pump.run(_with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens))
 
 
 def _with_language(
@@ -232,29 +256,11 @@ async def run_load(
 ) -> LoadReport:
     """Load ``source`` into the passages index (or a new version with ``rebuild``); see the module doc."""
     options = options or LoadOptions()
-    progress = progress or NoProgress()
     settings = store.settings
     ck_default, dl_default = default_paths(settings.state_dir, settings.index_prefix, source.kind, source.path)
     ck_path = options.checkpoint or ck_default
     dl_path = options.dead_letter or dl_default
-    resolved = str(source.path.resolve())
-    size = source.total() or 0
-    previous = read_checkpoint(ck_path) if options.resume else None
-    if previous is not None and (previous.source != resolved or previous.kind != source.kind):
-        raise ConfigError(f"checkpoint {ck_path} belongs to {previous.kind} load of {previous.source}")
-    if previous is not None and previous.source_size != size:
-        raise ConfigError(f"{source.path} changed since checkpoint {ck_path} was written; start over")
-    restarted = ""
-    if previous is not None and previous.embed != (embedder is not None):
-        if embedder is None:
-            raise ConfigError(
-                f"checkpoint {ck_path} is of a load with vectors: resume it with the embedder, or start over "
-                "without --resume"
-            )
-        # the positions done so far were loaded with --no-embed: resuming would leave them without vectors
-        restarted = "the checkpoint was of a --no-embed load: started over to add vectors"
-        log.warning("checkpoint %s: %s", ck_path, restarted)
-        previous = None
+    previous, restarted = _previous_load(source, options, ck_path, embedder)
     if previous is not None and (previous.done or (options.limit is not None and previous.read >= options.limit)):
         log.info("checkpoint %s says this load is complete", ck_path)
         return _report(previous, source, 0.0, dl_path, ck_path, resumed_from=previous.position)
@@ -267,72 +273,143 @@ async def run_load(
         index=previous.index if previous else options.index,
     )
     began = time.monotonic()
-    # the index the messages name until the target is known
-    index = previous.index if previous else options.index or settings.passages_alias
-    held: LoadSettings | None = None
-    checkpoint = previous
-    extra: dict[str, Any] = {}
-    counts = VectorCounts()
-    try:
+    run = _Run(store, source, options, embedder, progress or NoProgress(), ck_path, dl_path, previous)
+    final = await run.finish(await run.load())
+    seconds = time.monotonic() - began
+    report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
+    extra = run.extra
+    if restarted:
+        extra["restarted"] = restarted
+    if embedder is not None or run.counts.stored:
+        extra["vectors"] = run.counts.to_dict()
+    return dataclasses.replace(report, extra=extra) if extra else report
+
+
+def _previous_load(
+    source: Source, options: LoadOptions, ck_path: Path, embedder: Embedder | None
+) -> tuple[Checkpoint | None, str]:
+    """The checkpoint a ``--resume`` goes on from (None: start over), and why it started over instead."""
+    resolved = str(source.path.resolve())
+    previous = read_checkpoint(ck_path) if options.resume else None
+    if previous is not None and (previous.source != resolved or previous.kind != source.kind):
+        raise ConfigError(f"checkpoint {ck_path} belongs to {previous.kind} load of {previous.source}")
+    if previous is not None and previous.source_size != (source.total() or 0):
+        raise ConfigError(f"{source.path} changed since checkpoint {ck_path} was written; start over")
+    if previous is not None and previous.embed != (embedder is not None):
+        if embedder is None:
+            raise ConfigError(
+                f"checkpoint {ck_path} is of a load with vectors: resume it with the embedder, or start over "
+                "without --resume"
+            )
+        # the positions done so far were loaded with --no-embed: resuming would leave them without vectors
+        restarted = "the checkpoint was of a --no-embed load: started over to add vectors"
+        log.warning("checkpoint %s: %s", ck_path, restarted)
+        return None, restarted
+    return previous, ""
+
+
+class _Run:
+    """One load's steps after its checkpoint is chosen: open the target, send, copy the rest, finish."""
+
+    def __init__(
+        self,
+        store: Store,
+        source: Source,
+        options: LoadOptions,
+        embedder: Embedder | None,
+        progress: Progress,
+        ck_path: Path,
+        dl_path: Path,
+        previous: Checkpoint | None,
+    ) -> None:
+        self.store, self.source, self.options, self.embedder = store, source, options, embedder
+        self.progress, self.ck_path, self.dl_path, self.previous = progress, ck_path, dl_path, previous
+        # the index the messages name until the target is known
+        self.index = previous.index if previous else options.index or store.settings.passages_alias
+        self.swap = False
+        self.held: LoadSettings | None = None
+        self.checkpoint = previous
+        self.extra: dict[str, Any] = {}
+        self.counts = VectorCounts()
+
+    async def load(self) -> Checkpoint:
+        """Opens the target, sends every batch, copies the rest of a rebuild; the checkpoint at the end."""
+        try:
+            held, checkpoint = await self._open()
+            async with held:
+                checkpoint, ja_analysis = await self._send(checkpoint)
+                await self._copy_rest(ja_analysis)
+            return checkpoint
+        except EmbedderMismatch as exc:
+            shown = getattr(self.source, "only", None) or self.source.path  # a docs load of one file names the file
+            raise rebuild_advice(exc, self.source.kind, shown, self.options.index) from exc
+        except StoreError as exc:
+            at = self.checkpoint.position if self.checkpoint else None
+            raise stopped(exc, self.index, at, self.ck_path, self.held, resumable=self.source.resumable) from exc
+
+    async def _open(self) -> tuple[LoadSettings, Checkpoint]:
+        store, previous, options, source = self.store, self.previous, self.options, self.source
         rebuild, named = options.rebuild, options.index
-        index, swap = await open_target(store, embedder, rebuild=rebuild, previous=previous, named=named)
-        held = LoadSettings(store, index, previous.restore_settings if previous else _left_over(ck_path, index))
+        self.index, self.swap = await open_target(store, self.embedder, rebuild=rebuild, previous=previous, named=named)
+        restore_settings = previous.restore_settings if previous else _left_over(self.ck_path, self.index)
+        held = self.held = LoadSettings(store, self.index, restore_settings)
         restore = await held.remember()
         checkpoint = previous or Checkpoint(
             kind=source.kind,
-            source=resolved,
-            source_size=size,
-            index=index,
-            swap_alias=swap,
-            embed=embedder is not None,
+            source=str(source.path.resolve()),
+            source_size=source.total() or 0,
+            index=self.index,
+            swap_alias=self.swap,
+            embed=self.embedder is not None,
             restore_settings=restore,
         )
-        write_checkpoint(ck_path, checkpoint, sync=True)
-        kept = previous.position if previous else None
-        async with held:
-            letters = DeadLetters(dl_path, source=str(source.path), keep_through=kept)
-            tracker = _Tracker(checkpoint, ck_path, letters, progress)
-            progress.start(source.total(), checkpoint.progress, checkpoint.read)
-            reuses = embedder is not None or bool(getattr(source, "reuses_vectors", False))
-            cache = VectorCache.for_settings(settings) if reuses else None
-            try:
-                with _few_gc_passes():
-                    meta = await store.index_meta(index)
-                    ja_analysis = meta.get("ja_analysis")
-                    await _pump(
-                        store, source, index, options, embedder, tracker, ja_analysis, cache, counts, ja_tokens_of(meta)
-                    )
-            finally:
-                letters.close()
-                if cache is not None:
-                    cache.close()
-                checkpoint = tracker.checkpoint
-                write_checkpoint(ck_path, checkpoint, sync=True)
-            old = await store.passages_index() if swap else None
-            if old is not None and old != index:
-                copied = await copy_rest(store, old, index, source.own_passages(), embedder, options, ja_analysis)
-                extra |= {"copied": copied, "copied_from": old}
-    except EmbedderMismatch as exc:
-        shown = getattr(source, "only", None) or source.path  # a docs load of one file names the file
-        raise rebuild_advice(exc, source.kind, shown, options.index) from exc
-    except StoreError as exc:
-        at = checkpoint.position if checkpoint else None
-        raise stopped(exc, index, at, ck_path, held, resumable=source.resumable) from exc
-    if options.refresh:
-        await store.refresh(index)
-    if swap:
-        await store.swap_alias(index, delete_old=not options.keep_old)
-    # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
-    exhausted = options.limit is None or checkpoint.read < options.limit
-    final = checkpoint.advanced(done=exhausted)
-    write_checkpoint(ck_path, final, sync=True)
-    seconds = time.monotonic() - began
-    report = _report(final, source, seconds, dl_path, ck_path, resumed_from=previous.position if previous else 0)
-    if restarted:
-        extra["restarted"] = restarted
-    if embedder is not None or counts.stored:
-        extra["vectors"] = counts.to_dict()
-    return dataclasses.replace(report, extra=extra) if extra else report
+        self.checkpoint = checkpoint
+        write_checkpoint(self.ck_path, checkpoint, sync=True)
+        return held, checkpoint
+
+    async def _send(self, checkpoint: Checkpoint) -> tuple[Checkpoint, str | None]:
+        """Every batch from the checkpoint on through ``_pump``; the checkpoint after, and the index's
+        Japanese analysis."""
+        store, source, index = self.store, self.source, self.index
+        kept = self.previous.position if self.previous else None
+        letters = DeadLetters(self.dl_path, source=str(source.path), keep_through=kept)
+        tracker = _Tracker(checkpoint, self.ck_path, letters, self.progress)
+        self.progress.start(source.total(), checkpoint.progress, checkpoint.read)
+        reuses = self.embedder is not None or bool(getattr(source, "reuses_vectors", False))
+        cache = VectorCache.for_settings(store.settings) if reuses else None
+        try:
+            with _few_gc_passes():
+                meta = await store.index_meta(index)
+                ja_analysis: str | None = meta.get("ja_analysis")
+                args = (ja_analysis, cache, self.counts, ja_tokens_of(meta))
+                await _pump(store, source, index, self.options, self.embedder, tracker, *args)
+        finally:
+            letters.close()
+            if cache is not None:
+                cache.close()
+            checkpoint = self.checkpoint = tracker.checkpoint
+            write_checkpoint(self.ck_path, checkpoint, sync=True)
+        return checkpoint, ja_analysis
+
+    async def _copy_rest(self, ja_analysis: str | None) -> None:
+        """A rebuild of one source's passages copies the other sources' passages from the old index."""
+        old = await self.store.passages_index() if self.swap else None
+        if old is not None and old != self.index:
+            own = self.source.own_passages()
+            copied = await copy_rest(self.store, old, self.index, own, self.embedder, self.options, ja_analysis)
+            self.extra |= {"copied": copied, "copied_from": old}
+
+    async def finish(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Refresh, swap the alias, and the checkpoint marked done (unless ``--limit`` cut it short)."""
+        if self.options.refresh:
+            await self.store.refresh(self.index)
+        if self.swap:
+            await self.store.swap_alias(self.index, delete_old=not self.options.keep_old)
+        # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
+        limit = self.options.limit
+        final = checkpoint.advanced(done=limit is None or checkpoint.read < limit)
+        write_checkpoint(self.ck_path, final, sync=True)
+        return final
 
 
 def _left_over(ck_path: Path, index: str) -> dict[str, Any] | None:

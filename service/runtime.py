@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import make_embedder
@@ -118,8 +119,6 @@ class Runtime:
         """Answer ``question`` as an admin with the strategy called ``strategy`` (the Python entry point;
         front ends build their requests with :func:`hopsearch.service.usecases.ask_request`). A failure is
         ``Answer.error`` (see :meth:`Answer.raise_for_error`), and the trace is written either way."""
-        from hopsearch.service import usecases  # usecases builds on this module
-
         request = await usecases.ask_request(
             self, question, strategy=strategy, index=index, caller=ADMIN, filters=filters, options=options
         )
@@ -136,8 +135,6 @@ class Runtime:
     ) -> SearchResult:
         """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
         :mod:`hopsearch.service.retrieval.filters`), as an admin."""
-        from hopsearch.service import usecases
-
         request = usecases.search_request(
             self, [Query(query, k=k, mode=mode)], index=index, caller=ADMIN, filters=filters
         )

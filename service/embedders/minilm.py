@@ -22,10 +22,9 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from hopsearch.service.config.settings import default_cache_dir
 from hopsearch.service.embedders import onnx_bert
 from hopsearch.service.embedders.onnx_bert import Precision
-from hopsearch.service.errors import ConfigError, EmbedderError
+from hopsearch.service.errors import ConfigError
 
 Array = npt.NDArray[np.float32]
 
@@ -68,8 +67,6 @@ class MiniLMEncoder:
         config = json.loads((model_dir / "config.json").read_text())
         self.hidden = int(config["hidden_size"])
         weights_file = model_dir / "model.safetensors"
-        stat = weights_file.stat()
-        key = onnx_bert.source_key(str(weights_file), stat.st_size, stat.st_mtime_ns, _package_version())
 
         def build() -> bytes:
             from safetensors.numpy import load_file
@@ -77,8 +74,9 @@ class MiniLMEncoder:
             weights = {k: v for k, v in load_file(str(weights_file)).items() if not k.endswith("position_ids")}
             return onnx_bert.build_graph(weights, config, gelu="tanh")
 
-        path = onnx_bert.graph_file(cache_dir or default_cache_dir(), "minilm", key, precision, build)
-        self.session: Any = onnx_bert.session(path, threads)
+        version = _package_version()
+        session = onnx_bert.cached_session(cache_dir, "minilm", weights_file, version, precision, build, threads)
+        self.session: Any = session
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -147,7 +145,7 @@ class MiniLMEmbedder:
             return self._encoder
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        try:
+        with onnx_bert.embedder_errors("MiniLM"):  # ONNX Runtime / tokenizers failures
             encoder = self._get_encoder()
             # Sort by length inside each call so padding stays small, then restore the order.
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -156,11 +154,7 @@ class MiniLMEmbedder:
                 chunk = order[start : start + self._batch_size]
                 for idx, row in zip(chunk, encoder.encode([texts[i] for i in chunk]), strict=True):
                     vectors[idx] = row.tolist()
-            return vectors
-        except ConfigError:
-            raise
-        except Exception as exc:  # ONNX Runtime / tokenizers failures
-            raise EmbedderError(f"local MiniLM embedder failed: {exc}") from exc
+        return vectors
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, list(texts))

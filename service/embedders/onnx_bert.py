@@ -14,14 +14,17 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from hopsearch.service.errors import ConfigError
+from hopsearch.service.config.settings import default_cache_dir
+from hopsearch.service.errors import ConfigError, EmbedderError
 
 log = logging.getLogger(__name__)
 Array = npt.NDArray[np.float32]
@@ -37,84 +40,132 @@ _build_lock = threading.Lock()
 KEEP_FP32 = "fp32_"
 
 
+class _Graph:
+    """The nodes and initialisers of one encoder graph, added in order (node names number them)."""
+
+    def __init__(self, weights: Mapping[str, Array], eps: float) -> None:
+        self.weights = weights
+        self.eps = eps
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.counter = 0
+
+    def const(self, name: str, value: npt.NDArray[Any]) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, kind: str, inputs: list[str], prefix: str = "t", **attrs: Any) -> str:
+        from onnx import helper
+
+        self.counter += 1
+        out = f"{prefix}{self.counter}"
+        self.nodes.append(helper.make_node(kind, inputs, [out], name=out, **attrs))
+        return out
+
+    def w(self, name: str) -> str:
+        return self.const(name, np.ascontiguousarray(self.weights[name], dtype=np.float32))
+
+    def dense(self, x: str, prefix: str, name: str = "t") -> str:
+        weight_t = np.ascontiguousarray(np.asarray(self.weights[prefix + ".weight"]).T)
+        return self.op(
+            "Add", [self.op("MatMul", [x, self.const(prefix + ".weight_t", weight_t)], name), self.w(prefix + ".bias")]
+        )
+
+    def norm(self, x: str, prefix: str) -> str:
+        inputs = [x, self.w(prefix + ".weight"), self.w(prefix + ".bias")]
+        return self.op("LayerNormalization", inputs, axis=-1, epsilon=self.eps)
+
+
+def _embeddings(g: _Graph, hidden: int, embeds_input: bool) -> tuple[str, list[Any]]:
+    """The embedding layer's output (normalised) and the graph inputs it reads."""
+    from onnx import TensorProto, helper
+
+    positions = g.op("Gather", [g.w("embeddings.position_embeddings.weight"), "position_ids"])
+    if embeds_input:
+        type_row = g.const("token_type_0", np.asarray(g.weights["embeddings.token_type_embeddings.weight"])[0])
+        x = g.op("Add", [g.op("Add", ["inputs_embeds", positions]), type_row])
+        inputs = [helper.make_tensor_value_info("inputs_embeds", TensorProto.FLOAT, ["batch", "length", hidden])]
+    else:
+        words = g.op("Gather", [g.w("embeddings.word_embeddings.weight"), "input_ids"])
+        types = g.op("Gather", [g.w("embeddings.token_type_embeddings.weight"), "token_type_ids"])
+        x = g.op("Add", [g.op("Add", [words, positions]), types])
+        inputs = [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
+            helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", "length"]),
+        ]
+    return g.norm(x, "embeddings.LayerNorm"), inputs
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The constants every encoder layer shares."""
+
+    split: str
+    merge: str
+    scale: str
+    bias: str
+    gelu: str
+
+
+def _shapes(g: _Graph, heads: int, hidden: int, gelu: str) -> _Shapes:
+    head_dim = hidden // heads
+    split = g.const("split_shape", np.array([0, 0, heads, head_dim], dtype=np.int64))
+    merge = g.const("merge_shape", np.array([0, 0, hidden], dtype=np.int64))
+    scale = g.const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
+    one = g.const("one", np.array(1.0, dtype=np.float32))
+    big = g.const("big_negative", np.array(-1e9, dtype=np.float32))
+    axes_12 = g.const("axes_12", np.array([1, 2], dtype=np.int64))
+    bias = g.op("Unsqueeze", [g.op("Mul", [g.op("Sub", [one, "attention_mask"]), big]), axes_12])
+    return _Shapes(split, merge, scale, bias, gelu)
+
+
+def _layer(g: _Graph, x: str, i: int, s: _Shapes) -> str:
+    """Encoder layer ``i``: self-attention, then the feed-forward block, each with its residual and norm."""
+    p = f"encoder.layer.{i}."
+    q = g.op("Transpose", [g.op("Reshape", [g.dense(x, p + "attention.self.query"), s.split])], perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [g.op("Reshape", [g.dense(x, p + "attention.self.key"), s.split])], perm=[0, 2, 3, 1])
+    v = g.op("Transpose", [g.op("Reshape", [g.dense(x, p + "attention.self.value"), s.split])], perm=[0, 2, 1, 3])
+    scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k], KEEP_FP32), s.scale]), s.bias])
+    ctx = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v], KEEP_FP32)
+    ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), s.merge])
+    x = g.norm(g.op("Add", [x, g.dense(ctx, p + "attention.output.dense")]), p + "attention.output.LayerNorm")
+    inner = g.op("Gelu", [g.dense(x, p + "intermediate.dense")], approximate=s.gelu)
+    return g.norm(g.op("Add", [x, g.dense(inner, p + "output.dense", KEEP_FP32)]), p + "output.LayerNorm")
+
+
+def _pooled(g: _Graph, x: str) -> None:
+    """The masked mean of the last layer as the output ``pooled``."""
+    from onnx import helper
+
+    axis_2 = g.const("axis_2", np.array([2], dtype=np.int64))
+    axis_1 = g.const("axis_1", np.array([1], dtype=np.int64))
+    mask3 = g.op("Unsqueeze", ["attention_mask", axis_2])
+    summed = g.op("ReduceSum", [g.op("Mul", [x, mask3]), axis_1], keepdims=0)
+    tiny = g.const("tiny", np.array(1e-9, np.float32))
+    count = g.op("Max", [g.op("ReduceSum", ["attention_mask", axis_1], keepdims=1), tiny])
+    g.nodes.append(helper.make_node("Div", [summed, count], ["pooled"]))
+
+
 def build_graph(
     weights: Mapping[str, Array], config: Mapping[str, Any], *, gelu: str = "tanh", embeds_input: bool = False
 ) -> bytes:
     """The serialised encoder. Inputs: ``input_ids`` and ``token_type_ids`` (or, with ``embeds_input``,
     ``inputs_embeds`` [batch, length, hidden] and token type 0), ``position_ids`` [1, length] and
     ``attention_mask`` (float); output ``pooled``: the masked mean of the last layer (not normalised)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     heads = int(config["num_attention_heads"])
     hidden = int(config["hidden_size"])
-    head_dim = hidden // heads
-    eps = float(config["layer_norm_eps"])
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    counter = [0]
-
-    def const(name: str, value: npt.NDArray[Any]) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
-
-    def op(kind: str, inputs: list[str], prefix: str = "t", **attrs: Any) -> str:
-        counter[0] += 1
-        out = f"{prefix}{counter[0]}"
-        nodes.append(helper.make_node(kind, inputs, [out], name=out, **attrs))
-        return out
-
-    def w(name: str) -> str:
-        return const(name, np.ascontiguousarray(weights[name], dtype=np.float32))
-
-    def dense(x: str, prefix: str, name: str = "t") -> str:
-        weight_t = const(prefix + ".weight_t", np.ascontiguousarray(np.asarray(weights[prefix + ".weight"]).T))
-        return op("Add", [op("MatMul", [x, weight_t], name), w(prefix + ".bias")])
-
-    def norm(x: str, prefix: str) -> str:
-        return op("LayerNormalization", [x, w(prefix + ".weight"), w(prefix + ".bias")], axis=-1, epsilon=eps)
-
-    positions = op("Gather", [w("embeddings.position_embeddings.weight"), "position_ids"])
-    if embeds_input:
-        type_row = const("token_type_0", np.asarray(weights["embeddings.token_type_embeddings.weight"])[0])
-        x = op("Add", [op("Add", ["inputs_embeds", positions]), type_row])
-        inputs = [helper.make_tensor_value_info("inputs_embeds", TensorProto.FLOAT, ["batch", "length", hidden])]
-    else:
-        words = op("Gather", [w("embeddings.word_embeddings.weight"), "input_ids"])
-        types = op("Gather", [w("embeddings.token_type_embeddings.weight"), "token_type_ids"])
-        x = op("Add", [op("Add", [words, positions]), types])
-        inputs = [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
-            helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", "length"]),
-        ]
-    x = norm(x, "embeddings.LayerNorm")
-    split = const("split_shape", np.array([0, 0, heads, head_dim], dtype=np.int64))
-    merge = const("merge_shape", np.array([0, 0, hidden], dtype=np.int64))
-    scale = const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
-    one = const("one", np.array(1.0, dtype=np.float32))
-    big = const("big_negative", np.array(-1e9, dtype=np.float32))
-    axes_12 = const("axes_12", np.array([1, 2], dtype=np.int64))
-    bias = op("Unsqueeze", [op("Mul", [op("Sub", [one, "attention_mask"]), big]), axes_12])
+    g = _Graph(weights, float(config["layer_norm_eps"]))
+    x, inputs = _embeddings(g, hidden, embeds_input)
+    shapes = _shapes(g, heads, hidden, gelu)
     for i in range(int(config["num_hidden_layers"])):
-        p = f"encoder.layer.{i}."
-        q = op("Transpose", [op("Reshape", [dense(x, p + "attention.self.query"), split])], perm=[0, 2, 1, 3])
-        k = op("Transpose", [op("Reshape", [dense(x, p + "attention.self.key"), split])], perm=[0, 2, 3, 1])
-        v = op("Transpose", [op("Reshape", [dense(x, p + "attention.self.value"), split])], perm=[0, 2, 1, 3])
-        scores = op("Add", [op("Mul", [op("MatMul", [q, k], KEEP_FP32), scale]), bias])
-        ctx = op("MatMul", [op("Softmax", [scores], axis=-1), v], KEEP_FP32)
-        ctx = op("Reshape", [op("Transpose", [ctx], perm=[0, 2, 1, 3]), merge])
-        x = norm(op("Add", [x, dense(ctx, p + "attention.output.dense")]), p + "attention.output.LayerNorm")
-        inner = op("Gelu", [dense(x, p + "intermediate.dense")], approximate=gelu)
-        x = norm(op("Add", [x, dense(inner, p + "output.dense", KEEP_FP32)]), p + "output.LayerNorm")
-    axis_2 = const("axis_2", np.array([2], dtype=np.int64))
-    axis_1 = const("axis_1", np.array([1], dtype=np.int64))
-    mask3 = op("Unsqueeze", ["attention_mask", axis_2])
-    summed = op("ReduceSum", [op("Mul", [x, mask3]), axis_1], keepdims=0)
-    count = op(
-        "Max", [op("ReduceSum", ["attention_mask", axis_1], keepdims=1), const("tiny", np.array(1e-9, np.float32))]
-    )
-    nodes.append(helper.make_node("Div", [summed, count], ["pooled"]))
+        x = _layer(g, x, i, shapes)
+    _pooled(g, x)
     graph = helper.make_graph(
-        nodes,
+        g.nodes,
         "bert",
         [
             *inputs,
@@ -122,7 +173,7 @@ def build_graph(
             helper.make_tensor_value_info("attention_mask", TensorProto.FLOAT, ["batch", "length"]),
         ],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", hidden])],
-        inits,
+        g.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 10
@@ -191,6 +242,35 @@ def session(path: Path, threads: int | None = None) -> Any:
     options.intra_op_num_threads = threads or max(1, len(os.sched_getaffinity(0)))
     options.inter_op_num_threads = 1
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def cached_session(
+    cache_dir: Path | None,
+    name: str,
+    weights_file: Path,
+    version: str,
+    precision: Precision,
+    build: Callable[[], bytes],
+    threads: int | None = None,
+) -> Any:
+    """The session of the graph ``name`` at ``precision``, cached under ``cache_dir`` (default: the
+    settings' cache folder) by the weights file's path, size, mtime and package ``version``: the block the
+    local embedders share."""
+    stat = weights_file.stat()
+    key = source_key(str(weights_file), stat.st_size, stat.st_mtime_ns, version)
+    return session(graph_file(cache_dir or default_cache_dir(), name, key, precision, build), threads)
+
+
+@contextmanager
+def embedder_errors(name: str) -> Iterator[None]:
+    """A local embedder's failures (ONNX Runtime, numpy, a tokenizer) as :class:`EmbedderError`; a
+    :class:`ConfigError` (a missing package or model) passes as it is."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"local {name} embedder failed: {exc}") from exc
 
 
 def unit(pooled: Array) -> Array:

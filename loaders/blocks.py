@@ -1,0 +1,45 @@
+"""The unit every extractor returns — a :class:`Block` (a heading with its level, or a paragraph) — and
+:func:`collapse`, the whitespace rule they share (Japanese line structure kept). Below both
+:mod:`hopsearch.loaders.extract` and :mod:`hopsearch.loaders.office`, which import it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hopsearch.service.text.lang import is_cjk
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    text: str
+    level: int = 0  # 0: paragraph; 1..6: heading level
+
+
+_SENTENCE_END = "。！？!?"
+_BULLETS = "・●○■□◆◇※＊*-‐－" + "0123456789０１２３４５６７８９"
+_SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is written on purpose: kept
+
+
+def _join(parts: list[str], *, lines: bool) -> str:
+    """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
+    words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
+    a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
+    out = parts[0] if parts else ""
+    width = max(map(len, parts), default=0)
+    previous = out
+    for part in parts[1:]:
+        if not (is_cjk(out[-1]) and is_cjk(part[0])):
+            out += " " + part
+        elif lines and (out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
+            out += "\n" + part
+        else:
+            out += part
+        previous = part
+    return out
+
+
+def collapse(text: str) -> str:
+    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
+    lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
+    return _join([line for line in lines if line], lines=True)
