@@ -219,7 +219,10 @@ def _quantize(fp32: Path, target: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        quantize_dynamic(fp32, partial, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=kept)
+        # reduce_range: 7-bit weights, so the u8×s8 products of CPUs without VNNI (AVX2) cannot saturate
+        quantize_dynamic(
+            fp32, partial, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True, nodes_to_exclude=kept
+        )
     finally:
         root.setLevel(level)
     partial.replace(target)
