@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hopsearch.service.access import ACTIONS, Caller, principal
+from hopsearch.service.access import ACTIONS, Caller, owner_id, principal
 from hopsearch.service.auth.records import KeyLimits, KeyLookup, KeyRecord, TokenAlgorithm, TokenKey
 from hopsearch.service.errors import (
     AlreadyExists,
@@ -207,7 +207,8 @@ def caller_of_principals(names: Iterable[str]) -> Caller:
     traces belong to, is its first ``user:`` principal's name."""
     principals = check_principals(names)
     users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
-    return Caller(principals=principals, subject=users[0] if users else None)
+    subject = users[0] if users else None
+    return Caller(principals=principals, subject=subject, owner=owner_id("cli", None, subject) if subject else None)
 
 
 @dataclass(frozen=True, slots=True)

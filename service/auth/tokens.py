@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import jwt
 
-from hopsearch.service.access import PUBLIC, Caller, principal
+from hopsearch.service.access import PUBLIC, Caller, owner_id, principal
 from hopsearch.service.auth.claims import decode, looks_like_jwt, public_key, refuse, shown, when
 from hopsearch.service.auth.groups import GroupLookup
 from hopsearch.service.auth.public_keys import JwksSource, jwks_source
@@ -228,6 +228,7 @@ class JwtVerifier:
             admin=False,
             subject=subject,
             key=None,
+            owner=owner_id("idp", issuer, str(claims[subject_claim])),
             indices=tuple(self.settings.idp_indices),
             actions=frozenset(self.settings.idp_actions),
         )

@@ -203,6 +203,7 @@ class DualRAG(RecordedStrategy):
                 lineage=lineage,
                 key=caller.key,
                 subject=caller.subject,
+                owner=caller.owner,
             )
             run.lineage.update(lineage)
             section = run.sections[summary.search.key]

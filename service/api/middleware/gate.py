@@ -118,7 +118,7 @@ def refused(state: ApiState, event: str, exc: HopsearchError, caller: Caller | N
     state.metrics.audit(event)
     extra = {"event": event, "reason": str(exc)}
     if caller is not None:
-        extra |= {"subject": caller.subject or "", "key": caller.key or ""}
+        extra |= {"subject": caller.subject or "", "key": caller.key or "", "owner": caller.owner or ""}
     audit.info("request refused (%s): %s", event, exc, extra=extra)
     return exc
 

@@ -189,7 +189,13 @@ class ManagedIndices:
         except AuthorizationError as exc:
             log.info(
                 "proxy refused",
-                extra={"event": "proxy_refused", "subject": caller.subject, "key": caller.key, "reason": str(exc)},
+                extra={
+                    "event": "proxy_refused",
+                    "subject": caller.subject,
+                    "key": caller.key,
+                    "owner": caller.owner,
+                    "reason": str(exc),
+                },
             )
             raise
 
