@@ -20,6 +20,7 @@ from hopsearch.service.api import ask, keys_routes, mcp_tools, routes, searchr1,
 from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
+from hopsearch.service.api.middleware.mcp_path import McpPath
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
 from hopsearch.service.api.state import ApiState
@@ -91,6 +92,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
     app.add_middleware(Gate, state=state, routes=app.router.routes)
     app.add_middleware(front.Front, state=state, routes=app.router.routes)
+    app.add_middleware(McpPath)  # outermost: /_mcp is /_mcp/, never a 307
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 
