@@ -36,6 +36,16 @@ CALLERS = {
     "eng-as-carol": ("public", False),
     "eng-as-ceo": ("public", False),
     "idp-carol": ("public", False),
+    # the IdP's subject as issued owns the traces, never its folded principal (user:ceo for all three)
+    "idp-Ceo": ("public", False),
+    "idp-fullwidth-ceo": ("public", False),
+}
+#: The IdP users: label → (sub, groups)
+IDP_USERS = {
+    "idp-ceo": ("ceo", ["HR"]),
+    "idp-carol": ("carol", []),
+    "idp-Ceo": ("Ceo", []),
+    "idp-fullwidth-ceo": ("ＣＥＯ", []),
 }
 
 
@@ -85,7 +95,7 @@ async def test_a_back_end_minting_a_colliding_sub_reads_no_one_elses_trace(es8_n
                     admin = {"Authorization": f"ApiKey {API_KEY}"}
                     async with httpx.AsyncClient(base_url=url, timeout=60, headers=admin) as http:
                         secrets = await _secrets(http)
-                        for label, sub, groups in (("idp-ceo", "ceo", ["HR"]), ("idp-carol", "carol", [])):
+                        for label, (sub, groups) in IDP_USERS.items():
                             token = sign(idp_key, "RS256", "idp-1", idp_claims(sub=sub, groups=groups))
                             secrets[label] = f"Bearer {token}"
                         traces: dict[str, str] = {}
