@@ -36,6 +36,7 @@ ERROR_STATUSES = {
     "403": "API key not accepted or revoked, or the key's actions or index patterns do not cover the request",
     "404": "No such index, route, trace or outline",
     "405": "Method not allowed",
+    "408": "The request body did not arrive in time",
     "413": "Body over the limit",
     "429": "Too many questions at once, or over the key's limits (see Retry-After)",
     "500": "Internal error",

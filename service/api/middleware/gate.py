@@ -14,7 +14,9 @@
 - Scopes: a key's actions per route (:func:`route_action`; 403 naming the action), ``/_metrics`` and
   ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
-  counted as it arrives and cut off with 413 as soon as it passes the limit.
+  counted as it arrives and cut off with 413 as soon as it passes the limit. A body that has not all
+  arrived within ``api_body_timeout_s`` of the headers → 408 (a client that sends headers and stalls
+  holds no connection without end).
 - Body depth: arrays and objects nested deeper than :data:`~hopsearch.service.api.json_depth.MAX_JSON_DEPTH`
   → 400 naming the field, before any parser or validator recurses into the body. The body is read
   here, whole, and given to the route again: a refusal raised while a route reads its body comes too
@@ -26,6 +28,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import re
@@ -50,6 +53,7 @@ from hopsearch.service.errors import (
     AuthorizationError,
     HopsearchError,
     RequestInvalid,
+    RequestTimeout,
     RequestTooLarge,
     TooManyRequests,
 )
@@ -294,21 +298,29 @@ class Gate:
         """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
         gives its messages again, then the connection's own."""
         limit = self.state.settings.api_max_body_bytes
+        wait_s = self.state.settings.api_body_timeout_s
         messages: list[Message] = []
         chunks: list[bytes] = []
         seen = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > limit:
-                return receive, RequestTooLarge(f"request body is over the limit of {limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(wait_s):
+                while True:
+                    message = await receive()
+                    messages.append(message)
+                    if message["type"] != "http.request":
+                        break
+                    chunk = message.get("body", b"")
+                    seen += len(chunk)
+                    if seen > limit:
+                        return receive, RequestTooLarge(f"request body is over the limit of {limit} bytes")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            why = (
+                f"the request body did not arrive within {wait_s:g} s ({seen} bytes came; HOPSEARCH_API_BODY_TIMEOUT_S)"
+            )
+            return receive, RequestTimeout(why)
         refused = too_deep(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
         async def replayed() -> Message:
