@@ -1,6 +1,7 @@
-"""Per-key limits of one service process: requests per minute (a sliding window of the last 60 s) and
-questions in flight. Each process counts its own (with ``--workers N`` a key may make up to N times its
-limit in all); a refusal is a 429 with ``Retry-After``."""
+"""Per-key limits of one service process: requests per minute (a sliding window of the last 60 s; a
+``/retrieve`` batch counts one request per query) and questions in flight. Each process counts its own
+(with ``--workers N`` a key may make up to N times its limit in all); a refusal is a 429 with
+``Retry-After``."""
 
 from __future__ import annotations
 
@@ -27,26 +28,40 @@ class KeyLimiter:
     def limits(self, key: str | None) -> KeyLimits:
         return self._limits.get(key, KeyLimits()) if key is not None else KeyLimits()
 
-    def request(self, key: str, limits: KeyLimits) -> None:
-        """Counts one request of ``key``; 429 once its ``per_minute`` requests of the last minute are made."""
+    def request(self, key: str, limits: KeyLimits, count: int = 1) -> None:
+        """Counts ``count`` requests of ``key`` (a ``/retrieve`` batch counts each query); 429 where they
+        would pass its ``per_minute`` requests of the last minute (none of them is counted then)."""
         if len(self._limits) >= MAX_KEYS and key not in self._limits:
             self._limits.clear()
             self._windows.clear()
         self._limits[key] = limits
-        if limits.per_minute is None:
+        if limits.per_minute is None or count <= 0:
             return
         now = self._clock()
         window = self._windows.setdefault(key, deque())
         while window and window[0] <= now - WINDOW_S:
             window.popleft()
-        if len(window) >= limits.per_minute:
-            wait = max(1, math.ceil(window[0] + WINDOW_S - now))
+        if len(window) + count > limits.per_minute:
+            wait = max(1, math.ceil(window[len(window) + count - limits.per_minute - 1] + WINDOW_S - now))
             raise TooManyRequests(
                 f"rejected execution: key [{key}] made {len(window)} requests in the last minute "
                 f"(limit {limits.per_minute}); retry in {wait}s",
                 details={"retry_after": wait},
             )
-        window.append(now)
+        window.extend([now] * count)
+
+    def queries(self, key: str | None, count: int) -> None:
+        """Counts the queries of a batch beyond the one request the gate counted (``count`` - 1); a batch of
+        more queries than the key may make in a minute is refused as such (no wait would let it through)."""
+        if key is None or count <= 1:
+            return
+        limits = self.limits(key)
+        if limits.per_minute is not None and count > limits.per_minute:
+            raise TooManyRequests(
+                f"rejected execution: {count} queries in one request are more than key [{key}]'s limit of "
+                f"{limits.per_minute} a minute: send fewer at a time"
+            )
+        self.request(key, limits, count - 1)
 
     def admit_ask(self, key: str | None) -> None:
         """One more question of ``key`` in flight; 429 at its ``concurrent_asks``."""
