@@ -63,15 +63,18 @@ class KeyLimiter:
             )
         self.request(key, limits, count - 1)
 
-    def admit_ask(self, key: str | None) -> None:
-        """One more question of ``key`` in flight; 429 at its ``concurrent_asks``."""
+    def admit_ask(self, key: str | None, share: int | None = None) -> None:
+        """One more question of ``key`` in flight; 429 at its ``concurrent_asks``, or at ``share`` (its fair
+        share of the service's questions, :func:`fair_share`) where that is lower or the key names none."""
         if key is None:
             return
-        limit = self.limits(key).concurrent_asks
+        own = self.limits(key).concurrent_asks
+        limit = min(own, share) if own is not None and share is not None else own if own is not None else share
         held = self._asks.get(key, 0)
         if limit is not None and held >= limit:
+            which = "its limit" if limit == own else "its fair share of api_max_concurrent_asks"
             raise TooManyRequests(
-                f"rejected execution: key [{key}] has {held} questions in flight (limit {limit}); retry later"
+                f"rejected execution: key [{key}] has {held} questions in flight ({which}: {limit}); retry later"
             )
         self._asks[key] = held + 1
 
@@ -83,3 +86,9 @@ class KeyLimiter:
             self._asks[key] = held
         else:
             self._asks.pop(key, None)
+
+
+def fair_share(slots: int) -> int:
+    """The questions one key may have in flight of the service's ``slots``: half, rounded up, so one key
+    never holds every slot (``api_max_concurrent_asks`` 8: 4; 1: 1)."""
+    return max(1, math.ceil(slots / 2))

@@ -13,7 +13,7 @@ from typing import Any
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
-from hopsearch.service.api.limits import KeyLimiter
+from hopsearch.service.api.limits import KeyLimiter, fair_share
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.responses import Redactor
 from hopsearch.service.auth.groups import EsGroups
@@ -99,8 +99,8 @@ class ApiState:
         return name
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
-        """A slot for one question: 429 at the service's ``api_max_concurrent_asks`` or the caller's key's
-        own limit of questions in flight."""
+        """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the caller's key's
+        own limit of questions in flight or its fair share of the service's (half, :func:`fair_share`)."""
         limit = self.settings.api_max_concurrent_asks
         if self.asks_in_flight >= limit:
             raise TooManyRequests(
@@ -108,7 +108,7 @@ class ApiState:
             )
         key = caller.key if caller is not None and not caller.admin else None
         try:
-            self.limiter.admit_ask(key)
+            self.limiter.admit_ask(key, fair_share(limit))
         except TooManyRequests:
             self.metrics.audit("rate_limited")
             raise
