@@ -1,7 +1,7 @@
-"""Per-key limits of one service process: requests per minute (a sliding window of the last 60 s; a
-``/retrieve`` batch counts one request per query) and questions in flight. Each process counts its own
-(with ``--workers N`` a key may make up to N times its limit in all); a refusal is a 429 with
-``Retry-After``."""
+"""Per-key limits: requests per minute (a sliding window of the last 60 s; a ``/retrieve`` batch counts
+one request per query) and questions in flight. Requests per minute are shared by the workers of one
+``serve --workers N`` (:mod:`~.shared_limits`); questions in flight are each process's own. A refusal is
+a 429 with ``Retry-After``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from hopsearch.service.api.shared_limits import SharedWindows
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import TooManyRequests
 
@@ -19,8 +20,12 @@ MAX_KEYS = 10_000
 
 
 class KeyLimiter:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    """``shared``: the windows of every worker of one ``serve`` (:mod:`~.shared_limits`); None: this
+    process's own."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, shared: SharedWindows | None = None) -> None:
         self._clock = clock
+        self._shared = shared
         self._limits: dict[str, KeyLimits] = {}
         self._windows: dict[str, deque[float]] = {}
         self._asks: dict[str, int] = {}
@@ -38,6 +43,16 @@ class KeyLimiter:
         if limits.per_minute is None or count <= 0:
             return
         now = self._clock()
+        if self._shared is not None:
+            wait_s = self._shared.take(key, limits.per_minute, count, now)
+            if wait_s is not None:
+                wait = max(1, math.ceil(wait_s))
+                raise TooManyRequests(
+                    f"rejected execution: key [{key}] made its {limits.per_minute} requests of the last minute "
+                    f"(across this service's workers); retry in {wait}s",
+                    details={"retry_after": wait},
+                )
+            return
         window = self._windows.setdefault(key, deque())
         while window and window[0] <= now - WINDOW_S:
             window.popleft()
