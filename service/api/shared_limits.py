@@ -3,9 +3,11 @@
 The supervisor (``serve``) makes a small file before it starts the workers and names it in
 ``api_shared_limits_file``; each worker maps it (``mmap``) and changes it under an exclusive ``flock``.
 A key has one slot: the first 16 bytes of its name's BLAKE2b digest and its GCRA "theoretical arrival
-time" (a float of ``time.monotonic``, one clock for every process of the host). At most ``per_minute``
-requests are let through in any 60 s, all of them at once if they come at once. Nothing is shared across
-hosts: each host's ``serve`` has its own file, so N hosts allow N times a key's limit.
+time" (a float of ``time.monotonic``, one clock for every process of the host): a bucket of ``per_minute``
+requests refilled evenly over 60 s (all at once from a standing start, then one every ``60 / per_minute``
+s), so a 60 s window holds at most ``2 * per_minute - 1``, whatever the number of workers (one process
+alone keeps :class:`~.limits.KeyLimiter`'s exact sliding window). Nothing is shared across hosts: each
+host's ``serve`` has its own file, so N hosts allow N times a key's limit.
 """
 
 from __future__ import annotations
