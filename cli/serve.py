@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -57,7 +58,8 @@ def stored_keys(settings: Settings) -> bool:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Service processes on the port; they share nothing but Elasticsearch (limits and metrics are per process).",
+    help="Service processes on the port; they share keys' requests per minute (a file `serve` makes) and "
+    "Elasticsearch; questions in flight and metrics are per process.",
 )
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--access-log/--no-access-log", default=False, help="Log every request (slower).")
@@ -86,6 +88,7 @@ def serve(host: str | None, port: int | None, workers: int, log_level: str, acce
     else:  # each worker reads the settings again: hand it the options given here the way a child sees them
         os.environ["HOPSEARCH_API_HOST"] = settings.api_host
         os.environ["HOPSEARCH_API_PORT"] = str(settings.api_port)
+        os.environ["HOPSEARCH_API_SHARED_LIMITS_FILE"] = shared_limits_file()
     uvicorn.run(
         target,
         factory=workers > 1,
@@ -97,3 +100,18 @@ def serve(host: str | None, port: int | None, workers: int, log_level: str, acce
         lifespan="on",
         server_header=False,
     )
+
+
+def shared_limits_file() -> str:
+    """A new file the workers share keys' requests per minute through (:mod:`~hopsearch.service.api.shared_limits`),
+    removed when ``serve`` exits."""
+    import atexit
+    import tempfile
+
+    from hopsearch.service.api.shared_limits import SharedWindows
+
+    handle, path = tempfile.mkstemp(prefix="hopsearch-limits-")
+    os.close(handle)
+    SharedWindows.create(path)
+    atexit.register(lambda: Path(path).unlink(missing_ok=True))
+    return path

@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 #: How passages without ``acl`` read (the ``acl_default`` setting): ``private``, admins only; ``public``,
 #: everyone. Decided when a search runs, not when a passage is loaded.
@@ -44,7 +45,9 @@ class Caller:
     ``--key``, an open loopback service); ``subject`` is whom a trace belongs to (an end-user token's
     subject, else the key's name) and ``key`` the API key's name, where known. ``indices`` are the index
     patterns and ``actions`` the actions the caller's key allows; ``namespace`` the outline namespace
-    bound to the key (None: the service's)."""
+    bound to the key (None: the service's). ``owner`` is whom the caller's traces and outline facts belong
+    to, namespaced by who vouches for the subject (:func:`owner_id`); None: nobody (their traces are for
+    admins alone)."""
 
     principals: frozenset[str] = frozenset()
     admin: bool = False
@@ -53,6 +56,7 @@ class Caller:
     indices: tuple[str, ...] = ("*",)
     actions: frozenset[str] = ACTIONS
     namespace: str | None = None
+    owner: str | None = None
 
     @classmethod
     def of(cls, names: Iterable[str], **fields: Any) -> Caller:
@@ -66,7 +70,28 @@ class Caller:
         return self.admin or any(fnmatch.fnmatchcase(index, pattern) for pattern in self.indices)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"principals": sorted(self.principals), "admin": self.admin, "subject": self.subject, "key": self.key}
+        return {
+            "principals": sorted(self.principals),
+            "admin": self.admin,
+            "subject": self.subject,
+            "key": self.key,
+            "owner": self.owner,
+        }
+
+    def owns(self, owner: object) -> bool:
+        """Whether a trace or fact written by ``owner`` is this caller's (admins': every one). A record
+        without an owner (written before owners were namespaced, or by an admin) is no non-admin's."""
+        return self.admin or (self.owner is not None and owner == self.owner)
+
+
+def owner_id(kind: str, by: str | None, subject: str | None = None) -> str:
+    """An owner, namespaced by who vouches for the subject: ``key:<key>`` (the key itself),
+    ``key:<key>/sub:<sub>`` (an end-user token the key signed; by key, not public key id, so rotation
+    keeps the owner), ``idp:<issuer>/sub:<sub>`` (the subject exactly as the IdP issued it, unfolded) and
+    ``cli/sub:<user>`` (the command line's ``--principal``). ``by`` is percent-encoded, so no key name or
+    issuer can reach into the subject's part."""
+    base = kind if by is None else f"{kind}:{quote(by, safe='')}"
+    return base if subject is None else f"{base}/sub:{subject}"
 
 
 #: The caller of the command line (without ``--key``) and of an open loopback service.

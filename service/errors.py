@@ -199,6 +199,13 @@ class RequestTooLarge(ApiError):
     status = 413
 
 
+class RequestTimeout(ApiError):
+    """The request's body did not arrive in time (``api_body_timeout_s``)."""
+
+    error_type = "request_timeout_exception"
+    status = 408
+
+
 class TooManyRequests(ApiError):
     error_type = "es_rejected_execution_exception"
     status = 429

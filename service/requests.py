@@ -101,9 +101,9 @@ class AskRequest:
         return scope
 
     def trace_user(self) -> dict[str, Any]:
-        """Whom the trace belongs to (:mod:`~hopsearch.service.traces.reads`: its subject and admins read it)."""
+        """Whom the trace belongs to (:mod:`~hopsearch.service.traces.reads`: its owner and admins read it)."""
         caller = self.scope.caller
-        return {"subject": caller.subject, "key": caller.key, "admin": caller.admin}
+        return {"subject": caller.subject, "key": caller.key, "admin": caller.admin, "owner": caller.owner}
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from hopsearch.service.requests import (
 )
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.retrieval.filters import parse_filters, refused_filter
+from hopsearch.service.retrieval.hidden_filters import refuse_hidden
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.strategies import STRATEGIES, Answer, StepListener, Strategy
@@ -81,6 +82,8 @@ def _scope(
     settings = runtime.settings
     permitted(caller, action, index or settings.passages_alias)
     clauses = parse_filters(list(filters) if filters is not None else [], where)
+    if not caller.admin:
+        refuse_hidden(clauses, hidden=settings.api_hidden_fields, server_paths=settings.api_server_paths, where=where)
     return Scope(
         index or settings.passages_alias,
         caller,

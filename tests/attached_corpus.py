@@ -34,11 +34,19 @@ CONNECTOR_MARKERS = {marker for marker, _ in CONNECTOR_DOCS.values()}
 QUERY = "salary handbook minutes"
 CALLERS: dict[str, Caller] = {
     "admin": ADMIN,
-    "carol": Caller.of(["user:carol@corp.com", "group:hr-team", "public"], subject="carol", key="backend"),
-    "staff": Caller.of(
-        ["user:alice@corp.com", "group:everyone", "group:staff-42", "public"], subject="alice", key="backend"
+    "carol": Caller.of(
+        ["user:carol@corp.com", "group:hr-team", "public"],
+        subject="carol",
+        key="backend",
+        owner="key:backend/sub:carol",
     ),
-    "public": Caller.of(["public"], subject="bob", key="backend"),
+    "staff": Caller.of(
+        ["user:alice@corp.com", "group:everyone", "group:staff-42", "public"],
+        subject="alice",
+        key="backend",
+        owner="key:backend/sub:alice",
+    ),
+    "public": Caller.of(["public"], subject="bob", key="backend", owner="key:backend/sub:bob"),
 }
 READABLE: dict[str, set[str]] = {
     "admin": set(CONNECTOR_MARKERS),

@@ -10,7 +10,9 @@ from hopsearch.service.access import Caller
 from hopsearch.service.api.state import CALLER_KEY
 
 #: A caller that is not an admin (what a stored key or an end-user token of an employee makes).
-ALICE = Caller.of(["user:alice", "group:staff", "public"], subject="alice", key="backend")
+ALICE = Caller.of(
+    ["user:alice", "group:staff", "public"], subject="alice", key="backend", owner="key:backend/sub:alice"
+)
 
 
 def as_caller(app: ASGIApp, caller: Caller) -> ASGIApp:

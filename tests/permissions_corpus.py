@@ -32,8 +32,8 @@ QUERY = "salary handbook minutes"
 QUESTION = "What do the company records say about the salary handbook minutes?"
 CALLERS: dict[str, Caller] = {
     "admin": ADMIN,
-    "hr": Caller.of(["group:hr", "public"], subject="alice", key="backend"),
-    "public": Caller.of(["public"], subject="bob", key="backend"),
+    "hr": Caller.of(["group:hr", "public"], subject="alice", key="backend", owner="key:backend/sub:alice"),
+    "public": Caller.of(["public"], subject="bob", key="backend", owner="key:backend/sub:bob"),
 }
 
 
@@ -115,3 +115,13 @@ async def load_corpus(store: Store, folder: Path, embedder: Any = None) -> None:
 def squash(text: str) -> str:
     """A prompt as one whitespace token (no stop string, no max_tokens cut can shorten it)."""
     return "·".join(text.split())
+
+
+def restated_knowledge(prompt: str) -> str:
+    """What a summarizer that restates everything it was given as knowledge writes: the prompt's outline
+    and passages, squashed — not its instructions nor its question (a summary holding those is an echo
+    of the prompt, dropped: :func:`hopsearch.service.strategies.dualrag_prompts.is_echo`)."""
+    outline = prompt.split("Knowledge outline:\n", 1)[-1].split("\n\nReasoning so far:", 1)[0]
+    passages = prompt.split("Passages about ", 1)[-1].split(":\n", 1)[-1].split("\n\nIn one to three", 1)[0]
+    outline = "" if outline.strip() == "(nothing known yet)" else outline.replace("## ", "")
+    return squash(f"{outline}\n{passages}")

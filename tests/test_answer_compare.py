@@ -167,8 +167,9 @@ async def test_the_model_chooses_the_type_where_the_rules_cannot(flavour: str) -
     sink = MemoryTraceSink()
     script = type_then_answer("a date", " 1. He was born on December 18, 1946 in Ohio.")
     with server_for(flavour, script) as server:
-        async with LLMClient(settings_for(server, flavour, answer_type_model=True)) as llm:
-            single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback_for(flavour))
+        async with LLMClient(settings_for(server, flavour)) as llm:
+            fallback = fallback_for(flavour)
+            single = SingleRetrieval(llm, ListRetriever(PASSAGES), sink, stop_fallback=fallback, answer_type_model=True)
             answer = await single.answer(asking(question, AskOptions(k=2)))
     answer.raise_for_error()
     assert answer.text == "December 18, 1946"  # the answer constrained to the date the model chose

@@ -225,7 +225,9 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
                 proxied = await client.post(f"/{sp}/_search", json={"query": {"match_all": {}}})
                 if proxied.status_code != 403 or found(proxied.text):
                     problems.append(f"proxied _search/{name}: {proxied.status_code} {proxied.text[:200]}")
-    scoped = Caller.of(["user:carol@corp.com"], subject="carol", key="wiki-only", indices=(wiki,))
+    scoped = Caller.of(
+        ["user:carol@corp.com"], subject="carol", key="wiki-only", owner="key:wiki-only/sub:carol", indices=(wiki,)
+    )
     transport = httpx.ASGITransport(app=as_caller(api_app, scoped))
     async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=KEYED, timeout=60) as client:
         outside = await client.post(f"/{sp}/_retrieve", json={"query": QUERY})

@@ -49,6 +49,11 @@ def test_route_actions(path: str, action: str | None) -> None:
         (b"127.0.0.1.nip.io", False),
         (b"attacker.example:9280", False),
         (b"10.0.0.5", False),
+        (b"localhost:80@evil.com", False),
+        (b"[::1]evil.com", False),
+        (b"[0:0::1]:80", True),
+        (b"localhost:99999", False),
+        (b"localhost:9280/x", False),
         (b"", False),
         (None, False),
     ],
@@ -61,6 +66,7 @@ def test_loopback_origins() -> None:
     assert loopback_origin(b"http://localhost:5173") and loopback_origin(b"http://[::1]:80")
     assert not loopback_origin(b"null") and not loopback_origin(b"https://attacker.example")
     assert not loopback_origin(b"http://localhost.attacker.example")
+    assert not loopback_origin(b"http://localhost:80@evil.com") and not loopback_origin(b"http://[::1]evil.com")
 
 
 def test_a_keys_window_refuses_past_its_limit_and_opens_again() -> None:

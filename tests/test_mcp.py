@@ -119,6 +119,24 @@ async def test_mcp_over_http_beside_the_service(es8_node: EsNode) -> None:
     assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "security_exception"
 
 
+async def test_mcp_at_the_bare_mount_is_answered_without_a_redirect(es8_node: EsNode) -> None:
+    """``/_mcp`` (no slash) is served as ``/_mcp/``: some MCP clients do not follow a 307 on POST."""
+    async with serving(es8_node.url, script=deep_and_dual_model(any_strategy_model), api_max_k=20) as api:
+        app = create_app(api.settings)
+        async with uvicorn_serving_async(app) as url:
+            head = {"Authorization": f"ApiKey {API_KEY}"}
+            keyed = httpx2.AsyncClient(headers=head, timeout=60, follow_redirects=False)
+            async with keyed, Client(streamable_http_client(f"{url}/_mcp", http_client=keyed)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                found = payload(await client.call_tool("search", {"query": "Lethal Weapon director", "k": 2}))
+            async with httpx2.AsyncClient(follow_redirects=False) as plain:
+                anonymous = await plain.post(f"{url}/_mcp", json={})
+                keyed_post = await plain.post(f"{url}/_mcp", json={}, headers=head)
+    assert names >= TOOLS and len(found["hits"]) == 2
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "security_exception"
+    assert keyed_post.status_code not in (307, 308) and "location" not in keyed_post.headers
+
+
 @pytest.fixture(autouse=True)
 def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):

@@ -13,7 +13,7 @@ from hopsearch.service.errors import AuthorizationError
 from hopsearch.service.outlines.lineage import OutlineReader, bound_namespace, readers_of
 from hopsearch.service.outlines.model import MAX_FACTS, AliasSource, EntityOutline, Fact, usable
 
-HR = Caller.of(["group:hr", "public"], subject="alice", key="hr")
+HR = Caller.of(["group:hr", "public"], subject="alice", key="hr", owner="key:hr/sub:alice")
 BOB = Caller.of(["public"], subject="bob", key="low")
 
 
@@ -25,11 +25,23 @@ def fact(
     age_s: float = 0,
     key: str | None = None,
     subject: str | None = None,
+    owner: str | None = None,
 ) -> Fact:
     now = datetime.now(UTC) - timedelta(seconds=age_s)
     question, trace = "alice's question", "t-alice"
     return Fact(
-        summary, question, "sq", ("p",), "m", now, trace, lineage=lineage, readers=readers, key=key, subject=subject
+        summary,
+        question,
+        "sq",
+        ("p",),
+        "m",
+        now,
+        trace,
+        lineage=lineage,
+        readers=readers,
+        key=key,
+        subject=subject,
+        owner=owner,
     )
 
 
@@ -67,8 +79,12 @@ def test_a_reader_uses_only_facts_and_aliases_whose_whole_lineage_it_reads_now()
 
 
 def test_a_fact_shows_its_question_and_trace_to_its_writer_and_admins_only() -> None:
-    mine = fact("x", ("i/p",), ("public",), subject="alice", key="hr")
+    mine = fact("x", ("i/p",), ("public",), subject="alice", key="hr", owner="key:hr/sub:alice")
     assert mine.shown_to(OutlineReader(HR)).trace_id == "t-alice"
+    minted = Caller.of(["public"], subject="alice", key="eng", owner="key:eng/sub:alice")  # same sub, other key
+    assert mine.shown_to(OutlineReader(minted)).question == "" and mine.shown_to(OutlineReader(minted)).key is None
+    legacy = fact("x", ("i/p",), ("public",), subject="alice", key="hr")  # written before owners: admins' only
+    assert legacy.shown_to(OutlineReader(HR)).question == "" and legacy.shown_to(OutlineReader(ADMIN)).question
     assert mine.shown_to(OutlineReader(BOB)).trace_id == "" and mine.shown_to(OutlineReader(BOB)).question == ""
     assert mine.shown_to(OutlineReader(ADMIN)).key == "hr"
     assert Fact.from_dict(mine.to_dict()) == mine

@@ -29,7 +29,7 @@ from tests.api_fixtures import API_KEY, serving
 from tests.callers import as_caller
 from tests.conftest import EsNode
 
-STAFF = Caller.of(["public"], subject="erin", key="staff")
+STAFF = Caller.of(["public"], subject="erin", key="staff", owner="key:staff/sub:erin")
 
 
 def fact(summary: str, *lineage: str) -> Fact:

@@ -39,12 +39,12 @@ from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.callers import as_caller
 from tests.conftest import EsNode
 from tests.dual_fixtures import entities, reason, role_of
-from tests.permissions_corpus import QUERY, records, squash, write_corpus
+from tests.permissions_corpus import QUERY, records, restated_knowledge, squash, write_corpus
 from tests.scripted_llm import ScriptRequest
 
-ALICE = Caller.of(["group:hr", "public"], subject="alice", key="hr-backend")
-CAROL = Caller.of(["group:hr", "public"], subject="carol", key="hr-backend")
-DAVE = Caller.of(["public"], subject="dave", key="every-index")
+ALICE = Caller.of(["group:hr", "public"], subject="alice", key="hr-backend", owner="key:hr-backend/sub:alice")
+CAROL = Caller.of(["group:hr", "public"], subject="carol", key="hr-backend", owner="key:hr-backend/sub:carol")
+DAVE = Caller.of(["public"], subject="dave", key="every-index", owner="key:every-index/sub:dave")
 ENTITY = "Company records"
 ALIAS = "ALIAS-MARKER-8 Holdings"
 OTHER = "OTHER-MARKER-4"
@@ -55,7 +55,13 @@ TWO = "What do the company records and nature notes say about the salary handboo
 
 
 def bob(prefix: str) -> Caller:
-    return Caller.of(["public"], subject="bob", key="public-backend", indices=(f"{prefix}-passages*",))
+    return Caller.of(
+        ["public"],
+        subject="bob",
+        key="public-backend",
+        owner="key:public-backend/sub:bob",
+        indices=(f"{prefix}-passages*",),
+    )
 
 
 def model(request: ScriptRequest) -> str:
@@ -75,7 +81,7 @@ def model(request: ScriptRequest) -> str:
         else:
             found = entities((ENTITY, [QUERY]))
         return json.dumps(found)
-    return squash(prompt)
+    return restated_knowledge(prompt) if role == "summarizer" else squash(prompt)
 
 
 def forbidden(value: Any) -> set[str]:

@@ -25,7 +25,17 @@ from tests.api_fixtures import api_settings, instance_of
 from tests.conftest import EsNode
 from tests.dual_fixtures import ChatModel, entities, reason, role_of
 from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
-from tests.permissions_corpus import CALLERS, QUERY, QUESTION, found_markers, leaks, load_corpus, readable, squash
+from tests.permissions_corpus import (
+    CALLERS,
+    QUERY,
+    QUESTION,
+    found_markers,
+    leaks,
+    load_corpus,
+    readable,
+    restated_knowledge,
+    squash,
+)
 from tests.scripted_llm import ScriptRequest
 
 STRATEGIES = ("single", "deeprag", "dualrag", "iterative", "hyde")
@@ -43,7 +53,7 @@ class EchoModel:
                 "reasoner": reason("Look it up.", True),
                 "identifier": entities(("Company records", [QUERY, "handbook"])),
             },
-            summaries=lambda entity, prompt: squash(prompt),
+            summaries=lambda entity, prompt: restated_knowledge(prompt),
         )
 
     def __call__(self, request: ScriptRequest) -> str:

@@ -64,13 +64,14 @@ def test_non_admins_get_no_acl_and_ranks_where_set() -> None:
 
 
 def test_a_trace_is_its_askers_and_admins() -> None:
-    doc = {"user": {"subject": "alice", "key": "backend", "admin": False}}
-    assert owns(ADMIN, doc) and owns(Caller.of([], subject="alice"), doc)
+    doc = {"user": {"subject": "alice", "key": "backend", "admin": False, "owner": "key:backend/sub:alice"}}
+    assert owns(ADMIN, doc) and owns(Caller.of([], subject="alice", owner="key:backend/sub:alice"), doc)
+    assert not owns(Caller.of([], subject="alice", owner="key:other/sub:alice"), doc)  # same sub, other key
     assert not owns(Caller.of([], subject="bob"), doc) and not owns(Caller.of([]), doc)
     assert not owns(Caller.of([], subject="alice"), {"question": "made before traces had owners"})
     assert "query" not in recent_body(5, caller=ADMIN)
-    assert recent_body(5, caller=Caller.of([], subject="bob"))["query"] == {
-        "bool": {"filter": [{"term": {"user.subject": "bob"}}]}
+    assert recent_body(5, caller=Caller.of([], subject="bob", owner="cli/sub:bob"))["query"] == {
+        "bool": {"filter": [{"term": {"user.owner": "cli/sub:bob"}}]}
     }
     assert recent_body(5, caller=Caller.of([]))["query"]["bool"]["filter"][0]["bool"]["must_not"]
 

@@ -20,6 +20,7 @@ from hopsearch.service.api import ask, keys_routes, mcp_tools, openai_chat, rout
 from hopsearch.service.api.middleware import front
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
+from hopsearch.service.api.middleware.mcp_path import McpPath
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.openai_errors import is_openai, openai_error, openai_error_response
 from hopsearch.service.api.openai_models import OpenAIErrorEnvelope
@@ -37,6 +38,7 @@ ERROR_STATUSES = {
     "403": "API key not accepted or revoked, or the key's actions or index patterns do not cover the request",
     "404": "No such index, route, trace or outline",
     "405": "Method not allowed",
+    "408": "The request body did not arrive in time",
     "413": "Body over the limit",
     "429": "Too many questions at once, or over the key's limits (see Retry-After)",
     "500": "Internal error",
@@ -94,6 +96,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
     app.add_middleware(Gate, state=state, routes=app.router.routes)
     app.add_middleware(front.Front, state=state, routes=app.router.routes)
+    app.add_middleware(McpPath)  # outermost: /_mcp is /_mcp/, never a 307
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 

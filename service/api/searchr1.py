@@ -74,6 +74,7 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     runtime = await state.runtime()
     queries = [Query(text, k=topk, mode=mode) for text in body.queries]
     caller = caller_of(request.scope)
+    state.limiter.queries(caller.key, len(queries))  # each query counts against the key's per_minute
     index = await state.index_name(body.index, caller) if body.index else None
     search = usecases.search_request(runtime, queries, caller=caller, index=index, fields=SEARCH_R1)
     results = await usecases.search(runtime, search)

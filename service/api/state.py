@@ -13,9 +13,10 @@ from typing import Any
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
-from hopsearch.service.api.limits import KeyLimiter
+from hopsearch.service.api.limits import KeyLimiter, fair_share
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.responses import Redactor
+from hopsearch.service.api.shared_limits import SharedWindows
 from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
 from hopsearch.service.auth.records import TokenVerifier
@@ -53,8 +54,9 @@ class ApiState:
         self.hit_sources = HitSources(settings)
         self.keys = [key.get_secret_value().encode() for key in settings.api_keys]
         self.asks_in_flight = 0
-        #: Per-key limits of this process (requests per minute, questions in flight).
-        self.limiter = KeyLimiter()
+        #: Per-key limits (requests per minute shared by the workers of one ``serve``, questions in flight).
+        shared = SharedWindows(settings.api_shared_limits_file) if settings.api_shared_limits_file else None
+        self.limiter = KeyLimiter(shared=shared)
         #: The verifier of end-user tokens (JWTs sent as ``Bearer``): back ends' tokens, checked against the
         #: stored keys, and the IdP's where ``idp_issuer`` is set. None: none are accepted (an embedding
         #: program may set its own).
@@ -99,8 +101,8 @@ class ApiState:
         return name
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
-        """A slot for one question: 429 at the service's ``api_max_concurrent_asks`` or the caller's key's
-        own limit of questions in flight."""
+        """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the caller's key's
+        own limit of questions in flight or its fair share of the service's (half, :func:`fair_share`)."""
         limit = self.settings.api_max_concurrent_asks
         if self.asks_in_flight >= limit:
             raise TooManyRequests(
@@ -108,7 +110,7 @@ class ApiState:
             )
         key = caller.key if caller is not None and not caller.admin else None
         try:
-            self.limiter.admit_ask(key)
+            self.limiter.admit_ask(key, fair_share(limit))
         except TooManyRequests:
             self.metrics.audit("rate_limited")
             raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -61,9 +62,25 @@ def public_key(algorithm: str, pem: str) -> Any:
         refuse("algorithm", f"the registered public key is no {algorithm} public key: {exc}")
 
 
+#: The claims that are NumericDates (RFC 7519 §2): a JSON number, never a string of digits.
+NUMERIC_DATES = ("exp", "nbf", "iat")
+
+
+def check_numeric_dates(claims: dict[str, Any]) -> None:
+    """Refuse a token whose ``exp``, ``nbf`` or ``iat`` is no finite JSON number (PyJWT reads ``"9999999999"``
+    as a number: a string is refused here, before anything reads the time)."""
+    for name in NUMERIC_DATES:
+        if name not in claims:
+            continue
+        value = claims[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            refuse("claims", f"the token's `{name}` ({shown(value)!r}) is not a JSON number (RFC 7519 NumericDate)")
+
+
 def decode(token: str, key: Any, algorithm: str, whose: str, **checks: Any) -> dict[str, Any]:
     """The claims of a token whose signature verifies with ``key`` under ``algorithm``, ``exp`` present
-    and not past; PyJWT's refusals as the messages a person reads."""
+    and not past, each NumericDate a JSON number (:func:`check_numeric_dates`); PyJWT's refusals as the
+    messages a person reads."""
     options: jwt.types.Options = {"require": ["exp", *checks.pop("require", ())]}
     if "audience" not in checks:
         options["verify_aud"] = False
@@ -88,4 +105,5 @@ def decode(token: str, key: Any, algorithm: str, whose: str, **checks: Any) -> d
         refuse("algorithm", f"the token cannot be checked with {whose} under {algorithm}: {exc}")
     except jwt.InvalidTokenError as exc:
         refuse("malformed", f"the token is not a valid JWT: {exc}")
+    check_numeric_dates(claims)
     return claims

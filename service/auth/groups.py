@@ -14,6 +14,7 @@ groups to one user at once lose neither's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from hopsearch.service.access import document_principal, principal
 from hopsearch.service.errors import IndexMissing, InputError, VersionConflict
 from hopsearch.service.store import Store, load_template
 from hopsearch.service.store.esclient import call
+
+log = logging.getLogger(__name__)
 
 #: Conditional writes of one user's groups before a change gives up.
 WRITE_ATTEMPTS = 16
@@ -49,6 +52,23 @@ def user_key(user: str) -> str:
     except ValueError as exc:
         raise InputError(str(exc), source="user") from exc
     return value
+
+
+def stored_groups(user: str, values: Iterable[object]) -> frozenset[str]:
+    """The groups a groups document holds, as principals: a value written around ``hopsearch groups`` that
+    is no ``group:<name>`` a passage's ``acl`` may hold (a wildcard ``*``, a comma) is dropped, logged."""
+    kept: set[str] = set()
+    for value in values:
+        try:
+            name = document_principal(str(value))
+        except ValueError as exc:
+            log.warning("groups of [%s]: stored value dropped: %s", user, exc)
+            continue
+        if name.startswith("group:"):
+            kept.add(name)
+        else:
+            log.warning("groups of [%s]: stored value %r dropped: not a group:<name>", user, name)
+    return frozenset(kept)
 
 
 def group_principal(group: str) -> str:
@@ -94,7 +114,7 @@ class EsGroups:
         if known is not None and known[0] > now:
             return known[1]
         found = await self.store.get_document(self.index, key)
-        groups = frozenset(str(g) for g in (found or {}).get("groups") or ())
+        groups = stored_groups(key, (found or {}).get("groups") or ())
         if self.cache_s > 0:
             if len(self._known) >= CACHE_SIZE:
                 self._known.clear()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hopsearch.service.access import ACTIONS, Caller, principal
+from hopsearch.service.access import ACTIONS, Caller, document_principal, owner_id, principal
 from hopsearch.service.auth.records import KeyLimits, KeyLookup, KeyRecord, TokenAlgorithm, TokenKey
 from hopsearch.service.errors import (
     AlreadyExists,
@@ -84,11 +84,18 @@ def check_actions(actions: Iterable[str]) -> frozenset[str]:
 
 
 def check_principals(names: Iterable[str]) -> frozenset[str]:
+    """A key's (or ``--principal``'s) principals in their one spelling: ``public``, ``user:<name>`` or
+    ``group:<name>``, each a name a passage's ``acl`` may hold (no wildcard ``*?[]``, comma or control
+    character: :func:`~hopsearch.service.access.document_principal`)."""
     chosen = frozenset(principal(n) for n in names if n.strip())
     for name in chosen:
         kind, sep, rest = name.partition(":")
-        if name != "public" and (not sep or kind not in ("user", "group") or not rest or "*" in rest):
+        if name != "public" and (not sep or kind not in ("user", "group") or not rest):
             raise _bad("principals", f"bad principal {name!r}: public, user:<name> or group:<name>")
+        try:
+            document_principal(name)
+        except ValueError as exc:
+            raise _bad("principals", str(exc)) from exc
     return chosen
 
 
@@ -212,7 +219,8 @@ def caller_of_principals(names: Iterable[str]) -> Caller:
     traces belong to, is its first ``user:`` principal's name."""
     principals = check_principals(names)
     users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
-    return Caller(principals=principals, subject=users[0] if users else None)
+    subject = users[0] if users else None
+    return Caller(principals=principals, subject=subject, owner=owner_id("cli", None, subject) if subject else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from hopsearch.service.access import ACTIONS, Caller
+from hopsearch.service.access import ACTIONS, Caller, owner_id
 
 #: The algorithms an end-user token may be signed with, pinned per registered public key.
 TokenAlgorithm = Literal["EdDSA", "RS256"]
@@ -68,6 +68,7 @@ class KeyRecord:
             indices=self.indices,
             actions=self.actions,
             namespace=self.namespace,
+            owner=owner_id("key", self.name, subject),
         )
 
 

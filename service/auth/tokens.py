@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import jwt
 
-from hopsearch.service.access import PUBLIC, Caller, principal
+from hopsearch.service.access import PUBLIC, Caller, document_principal, owner_id, principal
 from hopsearch.service.auth.claims import decode, looks_like_jwt, public_key, refuse, shown, when
 from hopsearch.service.auth.groups import GroupLookup
 from hopsearch.service.auth.public_keys import JwksSource, jwks_source
@@ -228,6 +228,7 @@ class JwtVerifier:
             admin=False,
             subject=subject,
             key=None,
+            owner=owner_id("idp", issuer, str(claims[subject_claim])),
             indices=tuple(self.settings.idp_indices),
             actions=frozenset(self.settings.idp_actions),
         )
@@ -277,14 +278,24 @@ class JwtVerifier:
                 forbidden=True,
             )
         found = {principal(n) for n in names if n.strip()}
-        return frozenset(p if p.startswith(prefix) else principal(prefix + p) for p in found)
+        return frozenset(checked(claim, p if p.startswith(prefix) else principal(prefix + p)) for p in found)
 
     async def _stored(self, subject: str) -> frozenset[str]:
         return await self.groups.groups_of(subject) if self.groups is not None else frozenset()
 
     @staticmethod
     def _all(subject: str, principals: frozenset[str]) -> frozenset[str]:
-        return principals | {principal(f"user:{subject}"), PUBLIC}
+        return principals | {checked("sub", principal(f"user:{subject}")), PUBLIC}
+
+
+def checked(claim: str, name: str) -> str:
+    """A principal a token names (an entry of ``claim``, or ``user:<sub>``) as a passage's ``acl`` may hold
+    it (:func:`~hopsearch.service.access.document_principal`): wildcards (``*?[]``), commas and control
+    characters are refused, so a group named ``*`` never matches a document whose readers list ``*``."""
+    try:
+        return document_principal(name)
+    except ValueError as exc:
+        refuse("bad_principal", f"the token's `{claim}` names a principal no document can hold: {exc}")
 
 
 def token_verifier(

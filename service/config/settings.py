@@ -286,6 +286,14 @@ class Settings(BaseSettings):
         "`Bearer <key>`), comma-separated; empty: no authentication (loopback only).",
     )
     api_max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest request body, bytes (413).")
+    api_body_timeout_s: float = Field(
+        30.0, gt=0, description="Longest wait for a request's whole body once its headers arrived, seconds (408)."
+    )
+    api_shared_limits_file: str | None = Field(
+        None,
+        description="The file the workers of one `hopsearch serve --workers N` share keys' requests per minute "
+        "through (set by `serve` itself; leave unset).",
+    )
     api_max_question_chars: int = Field(2000, ge=1, description="Longest question, characters (400).")
     api_max_k: int = Field(100, ge=1, le=10_000, description="Largest `k` (and `size`) a request may ask.")
     api_max_concurrent_asks: int = Field(

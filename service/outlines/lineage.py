@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from hopsearch.service.access import ADMIN, PRIVATE, PUBLIC, AclDefault, Caller, access_clause
 from hopsearch.service.errors import AuthorizationError
+from hopsearch.service.outlines.provenance import OWNER_PREFIX, owner_readers
 
 
 def source(index: str, doc_id: str) -> str:
@@ -45,8 +46,11 @@ class OutlineReader:
     filters: tuple[Mapping[str, Any], ...] = ()
 
     def principals(self) -> list[str]:
-        """The reader values a fact must name one of to be shown to this caller."""
-        return sorted((self.caller.principals - {PRIVATE}) | {PUBLIC})
+        """The reader values a fact must name one of to be shown to this caller: its principals, ``public``
+        and ``owner:<its owner>`` (text kept with its asker, :mod:`~.provenance`); an ``owner:`` value the
+        caller's principals name is never its own."""
+        names = {p for p in self.caller.principals if not p.startswith(OWNER_PREFIX)} - {PRIVATE}
+        return sorted(names | {PUBLIC} | set(owner_readers(self.caller.owner)))
 
 
 #: The reader of the command line and of internal maintenance: admin, every index.

@@ -63,12 +63,18 @@ class Fact:
     readers: tuple[str, ...] | None = None
     key: str | None = None
     subject: str | None = None
+    #: Whom the fact's question belongs to (:func:`~hopsearch.service.access.owner_id`); None: a fact
+    #: written before owners were namespaced, whose question, key and trace are shown to admins alone.
+    owner: str | None = None
+    #: Set where the summary holds text found in the question and in no passage of the lineage
+    #: (:func:`~hopsearch.service.outlines.lineage.question_words`): the fact is then its owner's alone.
+    private: bool = False
     #: As read (never stored): ``pending`` where the trace it names is not written yet, ``lost`` where it
     #: never will be (the service stopped during the question); the trace id is then not named.
     trace_status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "summary": self.summary,
             "question": self.question,
             "sub_query": self.sub_query,
@@ -85,6 +91,10 @@ class Fact:
             out["key"] = self.key
         if self.subject is not None:
             out["subject"] = self.subject
+        if self.owner is not None:
+            out["owner"] = self.owner
+        if self.private:
+            out["private"] = True
         if self.trace_status:
             out["trace_status"] = self.trace_status
         return out
@@ -104,6 +114,8 @@ class Fact:
             readers=_strings(data.get("readers")),
             key=str(data["key"]) if data.get("key") is not None else None,
             subject=str(data["subject"]) if data.get("subject") is not None else None,
+            owner=str(data["owner"]) if data.get("owner") is not None else None,
+            private=data.get("private") is True,
         )
 
     def with_trace(self, written: Collection[str], pending_s: float, now: datetime | None = None) -> Fact:
@@ -125,12 +137,11 @@ class Fact:
         return self.readers or (), indices, self.key or ""
 
     def shown_to(self, reader: OutlineReader) -> Fact:
-        """The fact as ``reader`` sees it: another user's question, trace id and key are not shown to a
-        non-admin."""
-        caller = reader.caller
-        if caller.admin or (self.subject is not None and self.subject == caller.subject):
+        """The fact as ``reader`` sees it: another owner's question, trace id and key are not shown to a
+        non-admin (compared by namespaced owner, never by bare subject)."""
+        if reader.caller.owns(self.owner):
             return self
-        return replace(self, question="", trace_id="", key=None, subject=None)
+        return replace(self, question="", trace_id="", key=None, subject=None, owner=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -36,6 +37,8 @@ from hopsearch.service.store.esclient import body_of, call
 from hopsearch.service.store.vector_index import choose_vector_index
 from hopsearch.service.text.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
 from hopsearch.service.types import DenseMethod, Embedder
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
 #: The newest schema an older index reaches in place (``indices upgrade``); later ones need a rebuild.
@@ -303,15 +306,18 @@ class IndexLifecycle(Connected):
         return names[-1] if names else None
 
     async def swap_alias(self, new_index: str, *, delete_old: bool = False) -> list[str]:
-        """Point the passages alias at ``new_index`` in one atomic ``_aliases`` call."""
+        """Point the passages alias at ``new_index`` in one atomic ``_aliases`` call. Where the old version
+        is deleted, the other aliases on it (an operator's ``corp-all``) move to ``new_index`` in the same
+        call, with their filter and routing, and a warning names them: deleting an index would delete them."""
         alias = self.settings.passages_alias
         old: list[str] = []
         if await call(self.client.indices.exists_alias(name=alias), "alias exists"):
             old = sorted(body_of(await call(self.client.indices.get_alias(name=alias), "get alias")))
-        actions: list[dict[str, Any]] = [
-            {"remove": {"index": name, "alias": alias}} for name in old if name != new_index
-        ]
+        gone = [name for name in old if name != new_index]
+        actions: list[dict[str, Any]] = [{"remove": {"index": name, "alias": alias}} for name in gone]
         actions.append({"add": {"index": new_index, "alias": alias}})
+        if delete_old and gone:
+            actions += await self._kept_aliases(gone, new_index)
         await call(self.client.indices.update_aliases(body={"actions": actions}), f"swap alias {alias}")
         if delete_old:
             for name in old:
@@ -319,6 +325,20 @@ class IndexLifecycle(Connected):
                     await call(self.client.indices.delete(index=name), f"delete {name}")
         self._meta_cache.clear()
         return [name for name in old if name != new_index]
+
+    async def _kept_aliases(self, gone: Sequence[str], new_index: str) -> list[dict[str, Any]]:
+        """The ``_aliases`` actions that move every alias of ``gone`` but the passages alias to ``new_index``."""
+        response = body_of(await call(self.client.indices.get_alias(index=",".join(gone)), "get aliases"))
+        actions: list[dict[str, Any]] = []
+        for index, body in sorted(response.items()):
+            for name, spec in sorted((body.get("aliases") or {}).items()):
+                if name == self.settings.passages_alias:
+                    continue
+                kept = {k: v for k, v in spec.items() if k in ("filter", "routing", "index_routing", "search_routing")}
+                actions.append({"remove": {"index": index, "alias": name}})
+                actions.append({"add": {"index": new_index, "alias": name, **kept}})
+                log.warning("alias [%s] moved from [%s] (deleted) to [%s]", name, index, new_index)
+        return actions
 
     async def index_meta(self, index: str | None = None) -> dict[str, Any]:
         """``_meta.hopsearch`` of the passages index (or of ``index``; an alias resolves)."""

@@ -153,6 +153,7 @@ async def guided_answer(
     deadline: float | None,
     compare: bool = True,
     evidence: str | None = None,
+    model_types: bool = False,
 ) -> tuple[Completion, dict[str, Any]]:
     """The final-answer completion, constrained to the question's type where the server allows it, and
     the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for
@@ -160,7 +161,8 @@ async def guided_answer(
     :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob
     comparison continues and the sub-questions are asked in (None where the call is a chat turn).
     ``evidence``: the passages the answer comes from (default: ``prompt``; a prompt with demonstrations
-    passes its own passages only)."""
+    passes its own passages only). ``model_types``: the model chooses the type the rules read as free text
+    (the ``answer_type_model`` setting, passed in by the strategy)."""
     shape = answer_shape(question)
     parts = comparison_parts(question) if compare and shape.type == "yes_no" and prompt is not None else None
     if parts is not None and prompt is not None:
@@ -170,7 +172,7 @@ async def guided_answer(
             return done, {"constrained": "compare", "compared": found}
     chose: dict[str, Any] = {}
     earlier: Completion | None = None  # a call of this answer made before the last one (counted in)
-    if shape.type == "text" and llm.settings.answer_type_model:
+    if shape.type == "text" and model_types:
         shape, chose, earlier = await model_shape(llm, question, deadline=deadline)
 
     async def generate_counted(extra: Mapping[str, Any]) -> Completion:

@@ -64,7 +64,9 @@ class RecordedStrategy:
     always written). Subclasses set ``name`` and write ``_run``.
 
     ``timeout_s``: a question's time limit where its :class:`Budget` names none;
-    ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``."""
+    ``stop_fallback``: how stop strings are told apart on servers without ``stop_reason``;
+    ``answer_type_model``: whether the model chooses the answer type the rules read as free text (the
+    ``answer_type_model`` setting, passed in: a strategy reads no settings through its LLM client)."""
 
     name: ClassVar[str]
     #: The retrieval mode this strategy's queries are measured best with, used where neither the
@@ -77,6 +79,7 @@ class RecordedStrategy:
     _: KW_ONLY
     timeout_s: float = DEFAULT_TIMEOUT_S
     stop_fallback: StopFallback = "stream"
+    answer_type_model: bool = False
 
     async def answer(self, request: AskRequest, *, on_step: StepListener | None = None) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
@@ -91,6 +94,7 @@ class RecordedStrategy:
             body=body,
             timeout_s=self.timeout_s,
             on_step=on_step,
+            answer_type_model=self.answer_type_model,
         )
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
@@ -108,8 +112,10 @@ class RunContext:
         recorder: TraceRecorder,
         request: AskRequest,
         deadline: float,
+        answer_type_model: bool = False,
     ) -> None:
         self.llm = llm
+        self.answer_type_model = answer_type_model
         self.retriever = retriever
         self.recorder = recorder
         self.request = request
@@ -181,6 +187,7 @@ async def run_recorded(
     body: Body,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_step: StepListener | None = None,
+    answer_type_model: bool = False,
 ) -> Answer:
     """Run ``body`` over the request's scope under the budget's deadline (``timeout_s`` where the budget
     names none); finish and write the trace whatever happens. ``on_step`` sees each step as recorded."""
@@ -196,7 +203,7 @@ async def run_recorded(
     )
     seconds = request.options.budget.timeout_s or timeout_s
     deadline = time.monotonic() + seconds
-    context = RunContext(llm, retriever.bind(request.scope), recorder, request, deadline)
+    context = RunContext(llm, retriever.bind(request.scope), recorder, request, deadline, answer_type_model)
     error: HopsearchError | None = None
     text: str | None = None
     citations: Sequence[Citation] = ()

@@ -149,7 +149,14 @@ class DeepRAG(RecordedStrategy):
 
             prompt = None if chat else transcript
             done, how = await guided_answer(
-                self.llm, question, generate, prompt=prompt, deadline=context.deadline, compare=False, evidence=evidence
+                self.llm,
+                question,
+                generate,
+                prompt=prompt,
+                deadline=context.deadline,
+                compare=False,
+                evidence=evidence,
+                model_types=context.answer_type_model,
             )
         else:
             done = await self._generate(context, question, transcript, ("\n",), chat)

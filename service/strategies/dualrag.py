@@ -11,8 +11,14 @@ instead of retrieving — once per run, as an ``outline_reuse`` step that lists 
 passage ids. For the others, every keyword is searched in ONE ``_msearch``, each entity's lists are
 merged without duplicates (top 50) and reranked against the entity (top 10); passages not yet seen
 for the entity go to the Knowledge Summarizer, all entities concurrently; a summary that is exactly
-"None" is dropped. The Knowledge Outline (one heading per entity, its facts below) goes into every
-later prompt, and new facts are written back with their provenance.
+"None", or that echoes the prompt (its instructions or the question: :func:`~.dualrag_prompts.is_echo`,
+``echo`` in the step), is dropped. The Knowledge Outline (one heading per entity, its facts below) goes
+into every later prompt, and new facts are written back with their provenance. A fact whose summary or
+entity name holds words of the question that none of its passages holds — or drawn from a prompt that
+held such a fact — is kept with its asker (:mod:`~hopsearch.service.outlines.provenance`); the others
+stay shared. The summarizer's prompt keeps the question, as the paper gives it: a summary is only worth
+keeping for what it says towards the question, and the provenance check, not the prompt, is what keeps
+the asker's words from other users.
 
 Stopping rule: the Reasoner says no retrieval is needed (``reasoner``); 5 iterations
 (``iteration-limit``, or the budget's ``max_steps`` if lower); the retrieval budget is spent
@@ -33,6 +39,7 @@ from datetime import UTC, datetime
 from hopsearch.service.config.settings import DEFAULT_OUTLINE_MAX_AGE_S
 from hopsearch.service.outlines.lineage import source
 from hopsearch.service.outlines.model import Fact
+from hopsearch.service.outlines.provenance import owner_readers
 from hopsearch.service.outlines.store import OutlineStore
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank, summarize
@@ -108,7 +115,7 @@ class DualRAG(RecordedStrategy):
             searches = await self.link.reuse(context, run, searches, depth)
             if searches:
                 await self._aggregate(context, run, searches, depth)
-            await self.link.save(run, context.request.namespace)
+            await self.link.save(run, context.request.namespace, context.request.scope.caller.owner)
         return await self._final(context, run, stop, depth)
 
     async def _identify(self, context: RunContext, run: RunOutline, depth: int) -> list[EntitySearch]:
@@ -191,6 +198,8 @@ class DualRAG(RecordedStrategy):
             ids = tuple(hit.id for hit in summary.hits)
             lineage = tuple(sorted(prompted | {source(index, hit.id) for hit in summary.hits}))
             titles = tuple(hit.title for hit in summary.hits)
+            run.passage_texts.extend(f"{hit.title}\n{hit.text}" for hit in summary.hits)
+            private = run.holds_private or run.question_derived(f"{summary.search.entity}\n{summary.text}")
             fact = Fact(
                 summary=summary.text,
                 question=run.question,
@@ -203,6 +212,9 @@ class DualRAG(RecordedStrategy):
                 lineage=lineage,
                 key=caller.key,
                 subject=caller.subject,
+                owner=caller.owner,
+                private=private,
+                readers=owner_readers(caller.owner) if private else None,
             )
             run.lineage.update(lineage)
             section = run.sections[summary.search.key]

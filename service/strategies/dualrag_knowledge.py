@@ -20,7 +20,7 @@ from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import cosine
 from hopsearch.service.retrieval.fusion import rrf_groups
 from hopsearch.service.strategies.base import RunContext
-from hopsearch.service.strategies.dualrag_prompts import is_none, summarizer_prompt
+from hopsearch.service.strategies.dualrag_prompts import is_echo, is_none, summarizer_prompt
 from hopsearch.service.strategies.steps import ask_text, text_step
 from hopsearch.service.types import (
     Embedder,
@@ -128,7 +128,8 @@ async def summarize(
     depth: int = 0,
 ) -> list[Summary]:
     """The Knowledge Summarizer for each (entity, new passages), concurrently; one step each, in
-    the order of ``jobs``. Summaries that are exactly "None" come back with ``dropped`` set."""
+        the order of ``jobs``. Summaries that are exactly "None", or that echo the prompt (``echo`` in the step:
+    :func:`~.dualrag_prompts.is_echo`), come back with ``dropped`` set."""
     if not jobs:
         return []
     context.check_llm_budget(len(jobs))
@@ -144,7 +145,8 @@ async def summarize(
     out: list[Summary] = []
     for (search, hits), (prompt, done) in zip(jobs, replies, strict=True):
         text = " ".join(done.text.split())
-        dropped = is_none(text)
+        echo = not is_none(text) and is_echo(text, question)
+        dropped = echo or is_none(text)
         context.recorder.add(
             text_step(
                 "summarize",
@@ -153,7 +155,13 @@ async def summarize(
                 depth=depth,
                 queries=(search.entity,),
                 hit_ids=tuple(hit.id for hit in hits),
-                details={"entity": search.entity, "dropped": dropped, "concurrent": len(jobs), "wall_ms": wall},
+                details={
+                    "entity": search.entity,
+                    "dropped": dropped,
+                    "echo": echo,
+                    "concurrent": len(jobs),
+                    "wall_ms": wall,
+                },
             )
         )
         out.append(Summary(search, tuple(hits), text, dropped, done))

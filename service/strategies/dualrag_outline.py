@@ -21,6 +21,7 @@ from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines.entities import EntityLinker, KnownEntity
 from hopsearch.service.outlines.lineage import OutlineReader
 from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact, render_outline
+from hopsearch.service.outlines.provenance import owner_readers, question_words
 from hopsearch.service.outlines.store import OutlineStore
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch
@@ -60,6 +61,19 @@ class RunOutline:
     citations: dict[str, Citation] = field(default_factory=dict)
     #: Every lineage entry (``<index>/<id>``) that entered the run's prompts.
     lineage: set[str] = field(default_factory=set)
+    #: The titles and texts of the passages summarised in this run: what tells the question's own words
+    #: (:func:`~hopsearch.service.outlines.provenance.question_words`) from the passages'.
+    passage_texts: list[str] = field(default_factory=list)
+
+    @property
+    def holds_private(self) -> bool:
+        """Whether a fact kept with its asker is in the run's outline: every fact drawn from a prompt
+        holding it is the asker's too."""
+        return any(f.private for s in self.sections.values() for f in s.facts)
+
+    def question_derived(self, text: str) -> bool:
+        """Whether ``text`` holds a word of the question that no passage of this run holds."""
+        return bool(question_words(text, self.question, self.passage_texts))
 
     def render(self) -> str:
         """One heading per entity, its facts below it."""
@@ -162,8 +176,9 @@ class OutlineLink:
             )
         return remaining
 
-    async def save(self, run: RunOutline, namespace: str) -> None:
-        """Write the facts and spellings found since the last save (a failed write is logged, not fatal)."""
+    async def save(self, run: RunOutline, namespace: str, owner: str | None = None) -> None:
+        """Write the facts and spellings found since the last save (a failed write is logged, not fatal). A
+        spelling that came from the question (:meth:`RunOutline.question_derived`) is ``owner``'s alone."""
         if self.store is None or not self.persist:
             return
         outlines = []
@@ -175,7 +190,11 @@ class OutlineLink:
             names = (section.entity.name, *section.entity.aliases)
             aliases = tuple(a for a in names if a.casefold() != name.casefold())
             lineage = tuple(sorted(run.lineage))
-            records = tuple(AliasSource(a, lineage) for a in aliases if a.casefold() not in section.recorded)
+            records = tuple(
+                AliasSource(a, lineage, owner_readers(owner) if run.question_derived(a) else None)
+                for a in aliases
+                if a.casefold() not in section.recorded
+            )
             outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved), alias_lineage=records))
             saved.append(section)
         if not outlines:

@@ -9,6 +9,7 @@ grammar cannot ramble past ``max_tokens`` (they are dropped for OpenAI, see ``st
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -212,6 +213,29 @@ def summarizer_prompt(question: str, entity: str, outline: str, thoughts: Sequen
             "the question. If they say nothing relevant, reply exactly: None"
         ),
     )
+
+
+#: What the summarizer's prompt itself says (its headings and instructions, the Japanese note, an empty
+#: outline's filler), casefolded: a summary holding one restates the prompt, it is no fact.
+PROMPT_ECHOES = (
+    "knowledge outline:",
+    "reasoning so far:",
+    "passages about ",
+    "in one to three sentences",
+    "reply exactly: none",
+    "nothing known yet",
+    "the question is in japanese",
+    "日本語で答えてください",
+    "question:",
+)
+
+
+def is_echo(summary: str, question: str) -> bool:
+    """Whether ``summary`` restates the summarizer's prompt — one of its instructions or headings
+    (:data:`PROMPT_ECHOES`) or the whole question — rather than saying what the passages say."""
+    text = " ".join(unicodedata.normalize("NFKC", summary).casefold().split())
+    asked = " ".join(unicodedata.normalize("NFKC", question).casefold().split()).rstrip("?？ ")
+    return any(echo in text for echo in PROMPT_ECHOES) or (len(asked) >= 8 and asked in text)
 
 
 def answer_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:

@@ -52,9 +52,14 @@ def build_strategy(
     """The strategy called ``name`` (one of :data:`STRATEGIES`)."""
     timeout_s = settings.llm_deadline
     stops = settings.llm_stop_fallback
+    typed = settings.answer_type_model
     builders: dict[str, Callable[[], Strategy]] = {
-        "single": lambda: SingleRetrieval(llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops),
-        "deeprag": lambda: DeepRAG(llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops),
+        "single": lambda: SingleRetrieval(
+            llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops, answer_type_model=typed
+        ),
+        "deeprag": lambda: DeepRAG(
+            llm, retriever, sink, timeout_s=timeout_s, stop_fallback=stops, answer_type_model=typed
+        ),
         "dualrag": lambda: DualRAG(
             llm,
             retriever,
@@ -64,8 +69,9 @@ def build_strategy(
             max_age_s=settings.outline_max_age_s,
             persist=settings.outline_persist,
             timeout_s=timeout_s,
+            answer_type_model=typed,
         ),
-        "iterative": lambda: Iterative(llm, retriever, sink, timeout_s=timeout_s),
+        "iterative": lambda: Iterative(llm, retriever, sink, timeout_s=timeout_s, answer_type_model=typed),
         "hyde": lambda: HyDE(
             llm,
             retriever,
@@ -74,6 +80,7 @@ def build_strategy(
             hypothetical=settings.hyde_hypothetical,
             dense=embedder is not None,
             timeout_s=timeout_s,
+            answer_type_model=typed,
         ),
     }
     if name not in builders:

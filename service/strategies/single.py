@@ -39,7 +39,10 @@ class SingleRetrieval(RecordedStrategy):
                 extra=extra,
             )
 
-        done, how = await guided_answer(self.llm, question, generate, prompt=prompt, deadline=context.deadline)
+        typed = context.answer_type_model
+        done, how = await guided_answer(
+            self.llm, question, generate, prompt=prompt, deadline=context.deadline, model_types=typed
+        )
         answer, fields = typed_final(question, done.text.split("\n", 1)[0].strip(), how)
         context.recorder.add(
             Step.from_completion(

@@ -243,7 +243,9 @@ async def final_answer(
     async def generate(extra: Mapping[str, Any]) -> Completion:
         return await ask_answer(context, prompt, max_tokens=context.options.max_tokens, extra=extra)
 
-    done, how = await guided_answer(context.llm, question, generate, prompt=prompt, deadline=context.deadline)
+    done, how = await guided_answer(
+        context.llm, question, generate, prompt=prompt, deadline=context.deadline, model_types=context.answer_type_model
+    )
     answer, fields = typed_final(question, answer_line(done.text), {**(details or {}), **how})
     step = text_step("answer", done, prompt, depth=depth, decision="final", decided_by=decided_by, **fields)
     context.recorder.add(step)

@@ -1,10 +1,12 @@
 """Reading traces back: the most recent ones and one by id — the one place every front end (the viewer,
 ``GET /_traces/{id}``, MCP ``trace``, ``hopsearch traces``) reads the traces index through.
 
-A trace belongs to whoever asked (``user.subject``: an end-user token's subject, else the key's name) and
-is read by them and by admins only: a list is filtered in the query, and a trace of someone else reads as
-missing (the front ends answer 404, never saying that it exists). A trace without ``user`` (written before
-traces had owners) or whose asker had no subject is for admins alone.
+A trace belongs to whoever asked (``user.owner``: the subject namespaced by who vouches for it —
+:func:`~hopsearch.service.access.owner_id` — so a back end minting ``sub=<another key's name>`` or
+``sub=<an IdP user>`` owns none of their traces) and is read by them and by admins only: a list is filtered
+in the query, and a trace of someone else reads as missing (the front ends answer 404, never saying that
+it exists). A trace without ``user.owner`` (written before owners were namespaced, or before traces had
+owners) or whose asker had no owner is for admins alone: its bare ``user.subject`` proves nothing.
 """
 
 from __future__ import annotations
@@ -23,18 +25,15 @@ def owner_filter(caller: Caller) -> dict[str, Any] | None:
     """The traces ``caller`` may read, as a filter clause; None for an admin (every trace)."""
     if caller.admin:
         return None
-    if caller.subject is None:  # nobody to own a trace: none is theirs
+    if caller.owner is None:  # nobody to own a trace: none is theirs
         return {"bool": {"must_not": [{"match_all": {}}]}}
-    return {"term": {"user.subject": caller.subject}}
+    return {"term": {"user.owner": caller.owner}}
 
 
 def owns(caller: Caller, doc: Mapping[str, Any]) -> bool:
     """Whether ``caller`` may read the trace ``doc``."""
-    if caller.admin:
-        return True
     user = doc.get("user")
-    subject = user.get("subject") if isinstance(user, Mapping) else None
-    return caller.subject is not None and subject == caller.subject
+    return caller.owns(user.get("owner") if isinstance(user, Mapping) else None)
 
 
 def recent_body(size: int, fields: Sequence[str] = LIST_FIELDS, caller: Caller | None = None) -> dict[str, Any]:

@@ -15,7 +15,9 @@
   ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``). ``/v1`` (OpenAI's face)
   needs ``ask``; its refusals take OpenAI's error shape (:mod:`~hopsearch.service.api.openai_errors`).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
-  counted as it arrives and cut off with 413 as soon as it passes the limit.
+  counted as it arrives and cut off with 413 as soon as it passes the limit. A body that has not all
+  arrived within ``api_body_timeout_s`` of the headers → 408 (a client that sends headers and stalls
+  holds no connection without end).
 - Body depth: arrays and objects nested deeper than :data:`~hopsearch.service.api.json_depth.MAX_JSON_DEPTH`
   → 400 naming the field, before any parser or validator recurses into the body. The body is read
   here, whole, and given to the route again: a refusal raised while a route reads its body comes too
@@ -27,19 +29,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
+from hopsearch.service.api.middleware.hosts import loopback_host, loopback_origin, only_one
 from hopsearch.service.api.openai_errors import is_openai, openai_error_response, openai_status
 from hopsearch.service.api.responses import error_response, retry_headers
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
@@ -51,6 +55,7 @@ from hopsearch.service.errors import (
     AuthorizationError,
     HopsearchError,
     RequestInvalid,
+    RequestTimeout,
     RequestTooLarge,
     TooManyRequests,
 )
@@ -60,7 +65,6 @@ OPEN_PATHS = frozenset({"/_health", "/_health/live"})
 _SCHEMES = (b"apikey ", b"bearer ")
 #: Query parameters that carry credentials: never accepted (URLs end up in logs, histories, referrers).
 QUERY_CREDENTIALS = frozenset({"api_key", "apikey", "access_token", "bearer", "id_token"})
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _JWT = re.compile(rb"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 #: Routes whose first segment says what they do (the rest: ``/{index}/_retrieve``, ``/{index}/_ask``).
 _FIRST_ACTIONS = {
@@ -89,21 +93,23 @@ def route_action(path: str) -> str | None:
     return None
 
 
-def loopback_host(value: bytes | None) -> bool:
-    """Whether a ``Host`` header names a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``, any port)."""
-    if not value:
-        return False
-    text = value.decode("latin-1").strip().lower()
-    host = text[1 : text.index("]")] if text.startswith("[") and "]" in text else text.rsplit(":", 1)[0]
-    return host.rstrip(".") in LOOPBACK_NAMES
-
-
-def loopback_origin(value: bytes) -> bool:
-    try:
-        host = urlsplit(value.decode("latin-1").strip()).hostname
-    except ValueError:
-        return False
-    return host is not None and host.rstrip(".") in LOOPBACK_NAMES
+def open_service_check(state: ApiState, headers: Sequence[tuple[bytes, bytes]]) -> None:
+    """Refuse a request to an open service (no keys) unless it has one ``Host``, a loopback name read
+    strictly (:mod:`~.hosts`), and at most one ``Origin``, loopback too."""
+    hosts, host = only_one(headers, b"host")
+    origins, origin = only_one(headers, b"origin")
+    if hosts != 1 or origins > 1:
+        which, what = ("Host", hosts) if hosts != 1 else ("Origin", origins)
+        why = f"no API keys are configured, so this service answers loopback requests only; {what} {which} headers"
+        raise refused(state, "host_refused", AuthorizationError(why + f" (one {which} is required)"))
+    if not loopback_host(host) or (origin is not None and not loopback_origin(origin)):
+        which = "Origin" if loopback_host(host) else "Host"
+        shown = (origin if which == "Origin" else host) or b""
+        why = (
+            f"no API keys are configured, so this service answers loopback requests only; {which} "
+            f"[{shown.decode('latin-1')[:100]}] is not a loopback name (configure keys to serve others)"
+        )
+        raise refused(state, "host_refused", AuthorizationError(why))
 
 
 def refuse_query_credentials(state: ApiState, query_string: bytes) -> None:
@@ -121,7 +127,7 @@ def refused(state: ApiState, event: str, exc: HopsearchError, caller: Caller | N
     state.metrics.audit(event)
     extra = {"event": event, "reason": str(exc)}
     if caller is not None:
-        extra |= {"subject": caller.subject or "", "key": caller.key or ""}
+        extra |= {"subject": caller.subject or "", "key": caller.key or "", "owner": caller.owner or ""}
     audit.info("request refused (%s): %s", event, exc, extra=extra)
     return exc
 
@@ -147,17 +153,8 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
     token's; None for an admin (a flat key, or an open loopback service), so a caller already in the scope
     (an embedding program's) stays. Raises the refusal, recorded as an audit event."""
     raw_headers = scope.get("headers")
-    headers: dict[bytes, bytes] = dict(raw_headers) if isinstance(raw_headers, list) else {}
     if not await authentication_on(state):
-        origin = headers.get(b"origin")
-        if not loopback_host(headers.get(b"host")) or (origin is not None and not loopback_origin(origin)):
-            which = "Origin" if loopback_host(headers.get(b"host")) else "Host"
-            shown = (origin if which == "Origin" else headers.get(b"host")) or b""
-            why = (
-                f"no API keys are configured, so this service answers loopback requests only; {which} "
-                f"[{shown.decode('latin-1')[:100]}] is not a loopback name (configure keys to serve others)"
-            )
-            raise refused(state, "host_refused", AuthorizationError(why))
+        open_service_check(state, raw_headers if isinstance(raw_headers, list) else [])
         return None
     if not header:
         raise refused(state, "auth_missing", AuthenticationError("missing authentication credentials for REST request"))
@@ -308,21 +305,29 @@ class Gate:
         """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
         gives its messages again, then the connection's own."""
         limit = self.state.settings.api_max_body_bytes
+        wait_s = self.state.settings.api_body_timeout_s
         messages: list[Message] = []
         chunks: list[bytes] = []
         seen = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > limit:
-                return receive, RequestTooLarge(f"request body is over the limit of {limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(wait_s):
+                while True:
+                    message = await receive()
+                    messages.append(message)
+                    if message["type"] != "http.request":
+                        break
+                    chunk = message.get("body", b"")
+                    seen += len(chunk)
+                    if seen > limit:
+                        return receive, RequestTooLarge(f"request body is over the limit of {limit} bytes")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            why = (
+                f"the request body did not arrive within {wait_s:g} s ({seen} bytes came; HOPSEARCH_API_BODY_TIMEOUT_S)"
+            )
+            return receive, RequestTimeout(why)
         refused = too_deep(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
         async def replayed() -> Message:

@@ -15,14 +15,23 @@ closed to proxied requests of non-admins, decided on every index expression the 
 - a name or pattern that could match a protected pattern (compared as patterns, case folded: ``*``,
   ``HOPSEARCH-*``, ``*-passages``) is refused without asking the cluster;
 - anything else is resolved against the cluster with the service's own credentials (every index,
-  hidden and closed ones too; answers kept :data:`RESOLVE_TTL_S`): an alias that points at a
-  protected index, an index with a protected alias, a data stream's backing index are refused.
+  hidden and closed ones too): an alias that points at a protected index, an index with a protected
+  alias, a data stream's backing index are refused.
+
+A remembered answer may only ever be narrower than the truth: answers (and the attached-index list) are
+kept :data:`RESOLVE_TTL_S`, but only to refuse at once — a name that resolved to nothing protected a
+moment ago (an alias may have been made over a managed index since, an index added to an alias, an index
+attached) is passed only on a fresh ``_resolve/index`` and a fresh attached list, asked once per request;
+a request naming more than :data:`MAX_RESOLVED_PARTS` index expressions is refused, so one request
+causes at most that many fresh resolutions (the key's request limits bound the rest), and concurrent
+requests for one expression share one resolution.
 
 Admins pass untouched (the allow-list still applies to them; the cluster decides with their credentials).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -39,13 +48,15 @@ log = logging.getLogger("hopsearch.audit")
 RESOLVE_TTL_S = 2.0
 #: Expressions whose resolution is remembered (the memory is emptied when full).
 RESOLVE_CACHE = 4096
+#: Index expressions one proxied request may name (each may cost a fresh resolution).
+MAX_RESOLVED_PARTS = 64
 
 
 class Protected(Protocol):
     """The index patterns (``*`` wildcards) no proxied request of a non-admin may reach: the seam where
     other sources join hopsearch's own (issue 30's attached indices, recorded in Elasticsearch)."""
 
-    async def patterns(self) -> tuple[str, ...]: ...
+    async def patterns(self, *, fresh: bool = False) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,7 @@ class PrefixIndices:
 
     prefix: str
 
-    async def patterns(self) -> tuple[str, ...]:
+    async def patterns(self, *, fresh: bool = False) -> tuple[str, ...]:
         return (self.prefix, f"{self.prefix}-*", f".ds-{self.prefix}-*")
 
 
@@ -71,17 +82,19 @@ class WithAttached:
         self.ttl = ttl
         self._kept: tuple[float, tuple[str, ...]] | None = None
 
-    async def patterns(self) -> tuple[str, ...]:
+    async def patterns(self, *, fresh: bool = False) -> tuple[str, ...]:
+        """The protected patterns; ``fresh``: the attached list read now (a kept list may lack an index
+        attached since, so it may only refuse)."""
         now = time.monotonic()
-        if self._kept is None or now - self._kept[0] >= self.ttl:
+        if fresh or self._kept is None or now - self._kept[0] >= self.ttl:
             self._kept = (now, tuple(sorted(await self.attached())))
         return (*await self.own.patterns(), *self._kept[1])
 
 
 class Resolver(Protocol):
-    """Every name one index name or pattern reaches on the cluster."""
+    """Every name one index name or pattern reaches on the cluster (``fresh``: asked now, never remembered)."""
 
-    async def names(self, expression: str) -> frozenset[str]: ...
+    async def names(self, expression: str, *, fresh: bool = False) -> frozenset[str]: ...
 
 
 class EsResolver:
@@ -91,16 +104,30 @@ class EsResolver:
         self._resolve = resolve
         self._ttl = ttl
         self._known: dict[str, tuple[float, frozenset[str]]] = {}
+        self._asking: dict[str, asyncio.Future[frozenset[str]]] = {}
 
-    async def names(self, expression: str) -> frozenset[str]:
+    async def names(self, expression: str, *, fresh: bool = False) -> frozenset[str]:
         now = time.monotonic()
         known = self._known.get(expression)
-        if known is not None and known[0] > now:
+        if not fresh and known is not None and known[0] > now:
             return known[1]
-        names = reached(await self._resolve(expression))
+        asking = self._asking.get(expression)
+        if asking is not None:  # one resolution for every request asking at once
+            return await asyncio.shield(asking)
+        future: asyncio.Future[frozenset[str]] = asyncio.get_running_loop().create_future()
+        self._asking[expression] = future
+        try:
+            names = reached(await self._resolve(expression))
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._asking.pop(expression, None)
+        future.set_result(names)
         if len(self._known) >= RESOLVE_CACHE:
             self._known.clear()
-        self._known[expression] = (now + self._ttl, names)
+        self._known[expression] = (time.monotonic() + self._ttl, names)
         return names
 
 
@@ -176,24 +203,54 @@ class ManagedIndices:
         if caller.admin:
             return
         try:
-            patterns = await self.protected.patterns()
-            for named in names_of(call):
-                positive = [part for part in named.parts if not part.startswith("-")]
-                if not positive:
-                    raise refusal(call, f"{named.where} names no index but exclusions: every index would be read")
-                for part in positive:
-                    if not caller.may_use(part):
-                        why = f"{named.where} names [{part}], which the API key [{caller.key}] may not use"
-                        raise refusal(call, f"{why} (its index patterns: {', '.join(caller.indices)})", part)
-                    await self._decide(call, part, named.where, patterns)
+            parts = self._parts(call, caller)
+            await self._decide_all(call, parts, fresh=False)  # remembered answers: a refusal at once
+            await self._decide_all(call, parts, fresh=True)  # a pass only on answers asked now
         except AuthorizationError as exc:
             log.info(
                 "proxy refused",
-                extra={"event": "proxy_refused", "subject": caller.subject, "key": caller.key, "reason": str(exc)},
+                extra={
+                    "event": "proxy_refused",
+                    "subject": caller.subject,
+                    "key": caller.key,
+                    "owner": caller.owner,
+                    "reason": str(exc),
+                },
             )
             raise
 
-    async def _decide(self, call: ProxiedCall, part: str, where: str, patterns: Iterable[str]) -> None:
+    def _parts(self, call: ProxiedCall, caller: Caller) -> list[tuple[str, str]]:
+        """``(part, where)`` for every index expression the request names (exclusions skipped)."""
+        parts: list[tuple[str, str]] = []
+        for named in names_of(call):
+            positive = [part for part in named.parts if not part.startswith("-")]
+            if not positive:
+                raise refusal(call, f"{named.where} names no index but exclusions: every index would be read")
+            for part in positive:
+                if not caller.may_use(part):
+                    why = f"{named.where} names [{part}], which the API key [{caller.key}] may not use"
+                    raise refusal(call, f"{why} (its index patterns: {', '.join(caller.indices)})", part)
+                parts.append((part, named.where))
+        if len({part for part, _ in parts}) > MAX_RESOLVED_PARTS:
+            raise refusal(call, f"the request names more than {MAX_RESOLVED_PARTS} index expressions")
+        return parts
+
+    async def _decide_all(self, call: ProxiedCall, parts: Iterable[tuple[str, str]], *, fresh: bool) -> None:
+        patterns = await self.protected.patterns(fresh=fresh)
+        asked: dict[str, frozenset[str]] = {}
+        for part, where in parts:
+            await self._decide(call, part, where, patterns, fresh=fresh, asked=asked)
+
+    async def _decide(
+        self,
+        call: ProxiedCall,
+        part: str,
+        where: str,
+        patterns: Iterable[str],
+        *,
+        fresh: bool = False,
+        asked: dict[str, frozenset[str]] | None = None,
+    ) -> None:
         if part == "_all":
             raise refusal(call, f"{where} names every index (`_all`)", part)
         if part == "" or ":" in part:
@@ -210,7 +267,10 @@ class ManagedIndices:
                 why = f"{where} names [{part}], which may reach [{protected}], managed by hopsearch"
                 raise refusal(call, why, part)
         try:
-            names = await self.resolver.names(pattern)
+            seen = asked.get(pattern) if asked is not None else None
+            names = seen if seen is not None else await self.resolver.names(pattern, fresh=fresh)
+            if asked is not None:
+                asked[pattern] = names
         except StoreUnavailable:
             raise
         except StoreError as exc:
