@@ -11,7 +11,7 @@ delete`` removes named indices or, with ``--all``, everything under the prefix; 
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -28,8 +28,6 @@ from hopsearch.service.outlines.purge import index_names, purge_outlines
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note, schema_version
 from hopsearch.service.text.japanese import ja_tokens_note
-
-T = TypeVar("T")
 
 
 def _size(value: Any) -> str:
