@@ -210,11 +210,11 @@ class Settings(BaseSettings):
 
     # --- retrieval -----------------------------------------------------------------------------
     bm25_query: Bm25Query = Field(
-        "most_fields",
-        description="The `multi_match` type of BM25 over a passage's title and text: `most_fields` (the "
-        "fields' scores added up), which lets Lucene skip blocks that cannot compete: BM25 10x faster on all "
-        "21M Wikipedia passages (docs/capacity.md), or `best_fields` (with `tie_breaker` 0.5, DeepRAG's "
-        "retriever); recall measured in the README (Retrieval).",
+        "best_fields",
+        description="The `multi_match` type of BM25 over a passage's title and text: `best_fields` (with "
+        "`tie_breaker` 0.5, DeepRAG's retriever) or `most_fields` (the fields' scores added up), which lets "
+        "Lucene skip blocks that cannot compete: BM25 10x faster on all 21M Wikipedia passages "
+        "(docs/capacity.md), recall measured in the README (Retrieval).",
     )
     retrieval_mode: Literal["bm25", "dense", "hybrid"] = Field(
         "hybrid",
