@@ -1,13 +1,17 @@
 """The second hop (``hops: 1``) on real Elasticsearch (7.17, 8.19, 9.2): a paragraph only a link reaches is
 found (and the trace of the hop says by which name, from which passage), and a linked passage the caller
-may not read never shows — ``_retrieve``, ``/retrieve`` and ``_ask`` over real HTTP (uvicorn), whole
-responses searched for its marker, while a caller who may read it gets it through the same hop."""
+may not read never shows — ``_retrieve``, ``/retrieve``, ``_ask`` and the MCP ``search`` and ``ask`` tools
+over real HTTP (uvicorn), whole responses searched for its marker — while a caller who may read it gets it
+through the same hop."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
@@ -79,7 +83,7 @@ async def test_a_restricted_linked_passage_never_shows(es_node: EsNode) -> None:
                 )
     for route, text in got["public"].items():
         assert SECRET not in text and "p-secret" not in text, f"public {route} leaked the linked passage"
-    for route in ("_retrieve", "/retrieve"):  # the same hop reaches it for those who may read it
+    for route in ("_retrieve", "/retrieve", "mcp"):  # the same hop reaches it for those who may read it
         assert SECRET in got["hr"][route] and SECRET in got["admin"][route], route
     assert SECRET in got["hr"]["_ask"]
 
@@ -108,5 +112,14 @@ async def _responses(url: str, alias: str) -> dict[str, dict[str, str]]:
             assert answered.status_code == 200, answered.text
             trace = await http.get(f"/_traces/{answered.json()['trace_id']}", headers=head)
             got["_ask"] = answered.text + trace.text
+            got["mcp"] = await _mcp(url, secret)
             out[name] = got
     return out
+
+
+async def _mcp(url: str, secret: str) -> str:
+    keyed = httpx2.AsyncClient(headers={"Authorization": secret}, timeout=60)
+    async with keyed, Client(streamable_http_client(f"{url}/_mcp/", http_client=keyed)) as client:
+        found = await client.call_tool("search", {"query": QUESTION, "k": 3, "hops": 1})
+        asked = await client.call_tool("ask", {"question": QUESTION, "strategy": "single", "k": 3, "hops": 1})
+    return str(found.content) + str(asked.content)

@@ -78,6 +78,10 @@ def _quiet_server() -> MCPServer:
             root.removeHandler(placeholder)
 
 
+#: The MCP tools' ``hops``.
+HOPS_DOC = "1: also the passages the query and its first hop name (by title); 0: one hop."
+
+
 def build_server(state: ApiState) -> MCPServer:
     """The MCP server whose tools call the runtime of ``state``."""
     settings = state.settings
@@ -90,11 +94,12 @@ def build_server(state: ApiState) -> MCPServer:
         filters: list[dict[str, Any]] | None,
         index: str | None,
         caller: Caller,
+        hops: int = 0,
     ) -> dict[str, Any]:
         runtime = await state.runtime()
         search = usecases.search_request(
             runtime,
-            [Query(query, k=k, mode=mode)],
+            [Query(query, k=k, mode=mode, hops=hops)],
             caller=caller,
             index=await state.index_name(index, caller) if index else None,
             filters=filters,
@@ -118,6 +123,7 @@ def build_server(state: ApiState) -> MCPServer:
         index: str | None,
         filters: list[dict[str, Any]] | None,
         caller: Caller,
+        hops: int | None = None,
     ) -> dict[str, Any]:
         runtime = await state.runtime()
         request = await usecases.ask_request(
@@ -129,6 +135,7 @@ def build_server(state: ApiState) -> MCPServer:
             filters=filters,
             k=k,
             retrieval_mode=retrieval_mode,
+            hops=hops,
             fields=MCP_ASK,
         )
         answer = await state.answer(request)
@@ -178,9 +185,10 @@ def build_server(state: ApiState) -> MCPServer:
             Field(description=FILTERS_DOC),
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
+        hops: Annotated[int, Field(description=HOPS_DOC, ge=0, le=1)] = 0,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, run_search(query, mode, k, filters, index, caller_of_tool(ctx)))
+        return await _guarded(state, run_search(query, mode, k, filters, index, caller_of_tool(ctx), hops))
 
     async def ask(
         question: Annotated[str, Field(description="The question.", min_length=1)],
@@ -194,10 +202,11 @@ def build_server(state: ApiState) -> MCPServer:
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         filters: Annotated[list[dict[str, Any]] | None, Field(description=FILTERS_DOC)] = None,
+        hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         caller = caller_of_tool(ctx)
-        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters, caller))
+        return await _guarded(state, run_ask(question, strategy, k, retrieval_mode, index, filters, caller, hops))
 
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
