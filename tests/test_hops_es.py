@@ -28,11 +28,21 @@ QUESTION = "Where was the director of the film Baby Face Morgan born?"
 #: The linked paragraph shares no word with the question: only the film's paragraph, which names it, leads there.
 LINKED = ("p-dreifuss", "Arthur Dreifuss", "Arthur Dreifuss (1908-1993) grew up in Frankfurt am Main.")
 PASSAGES = [
-    ("p-morgan", "Baby Face Morgan", "Baby Face Morgan is a 1942 American film directed by Arthur Dreifuss."),
+    (
+        "p-morgan",
+        "Baby Face Morgan",
+        "The film Baby Face Morgan is a 1942 American film directed by Arthur Dreifuss for the PRC studio.",
+    ),
     ("p-f1", "Film director", "A film director is the person who directs the making of a film; born a role."),
     ("p-f2", "Born (film)", "Born is a film about where a director was born, and the film of the born director."),
     ("p-f3", "Director (film)", "The director of a film: where born, which film, the director of film."),
     ("p-f4", "Faces", "Faces is a film whose director was born where the film was made; a film of faces."),
+]
+#: Real titles that are common words and a year: the hop must not follow "1942", "The" or "Film".
+COMMON = [
+    ("p-year", "1942", "Events of the year: a war, a harvest, an election."),
+    ("p-the", "The", "An article of English grammar."),
+    ("p-film", "Film", "Moving pictures on a screen."),
 ]
 SECRET = "HOP-SECRET-MARKER-4"
 #: A restricted paragraph only the hop reaches: titled as the film's paragraph names it, readable by hr.
@@ -51,10 +61,10 @@ async def _load(store: Store, rows: list[tuple[str, str, str]], acl: dict[str, l
     await store.refresh(target)
 
 
-async def test_the_hop_finds_a_paragraph_only_a_link_reaches(es_node: EsNode) -> None:
+async def test_the_hop_finds_a_paragraph_only_a_link_reaches_and_follows_no_common_word(es_node: EsNode) -> None:
     async with await Runtime.open(make_settings(es_node.url)) as runtime:
         try:
-            await _load(runtime.store, [*PASSAGES, LINKED], {})
+            await _load(runtime.store, [*PASSAGES, LINKED, *COMMON], {})
             queries = [Query(QUESTION, k=3, mode="bm25", hops=0), Query(QUESTION, k=3, mode="bm25", hops=1)]
             one, two = await usecases.search(runtime, usecases.search_request(runtime, queries, caller=ADMIN))
         finally:
@@ -67,6 +77,7 @@ async def test_the_hop_finds_a_paragraph_only_a_link_reaches(es_node: EsNode) ->
     assert len(ids) == 3
     assert [(x.name, x.source, x.passage) for x in two.links] == [("Arthur Dreifuss", "p-morgan", "p-dreifuss")]
     assert one.links == ()
+    assert not {"p-year", "p-the", "p-film"} & {h.id for h in two.hits}  # selective: no common word, no year
 
 
 async def test_a_restricted_linked_passage_never_shows(es_node: EsNode) -> None:

@@ -38,8 +38,10 @@ def _named(word: str) -> bool:
 
 def spans(text: str, max_words: int = MAX_WORDS) -> list[str]:
     """The candidate names of ``text``: its n-grams that start and end with a capitalised word or a
-    number, in the order they appear (first occurrence kept)."""
+    number, in the order they appear (first occurrence kept) — but not a number alone (a year names no
+    paragraph it is about) nor one word the text also writes in lower case (a common word: "The", "Film")."""
     words = _WORD.findall(text)
+    common = {word for word in words if word.islower()}
     out: dict[str, None] = {}
     for i, first in enumerate(words):
         if not _named(first):
@@ -50,7 +52,7 @@ def spans(text: str, max_words: int = MAX_WORDS) -> list[str]:
                 break
             if _named(last) or words[j] == ")":
                 out.setdefault(" ".join(words[i : j + 1]).replace("( ", "(").replace(" )", ")").rstrip(".,"), None)
-    return list(out)
+    return [name for name in out if " " in name or not (name.isdigit() or name.lower() in common)]
 
 
 @dataclass(frozen=True, slots=True)
