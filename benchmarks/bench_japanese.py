@@ -96,12 +96,16 @@ async def bm25_recall(store: Store, qs: list[JaQuestion], *, tokens: bool) -> di
 
 
 async def mode_recall(
-    store: Store, embedder: Embedder, qs: list[JaQuestion], mode: RetrievalMode, ks: Sequence[int] = (5, 10)
+    store: Store,
+    embedder: Embedder,
+    qs: list[JaQuestion],
+    mode: RetrievalMode,
+    ks: Sequence[int] = (5, 10),
+    hops: int = 0,
 ) -> dict[int, float]:
     retriever = EsRetriever(store, embedder)
-    results = await retriever.search_many(
-        Scope(store.settings.passages_alias, ADMIN), [RetrievalQuery(q.question, k=max(ks), mode=mode) for q in qs]
-    )
+    asked = [RetrievalQuery(q.question, k=max(ks), mode=mode, hops=hops) for q in qs]
+    results = await retriever.search_many(Scope(store.settings.passages_alias, ADMIN), asked)
     scores = dict.fromkeys(ks, 0.0)
     for q, result in zip(qs, results, strict=True):
         for k in scores:
@@ -165,8 +169,8 @@ def read_questions(path: Path) -> list[JaQuestion]:
 
 
 async def recall_only(url: str, corpus: Path, qs: list[JaQuestion], tmp: Path) -> None:
-    """recall@1/5/10 of bm25, dense and hybrid with e5 over ``corpus`` (the current settings: e5 at the
-    settings' precision, int8 by default)."""
+    """recall@1/5/10 of bm25, dense and hybrid, each with and without one hop, with e5 over ``corpus`` (the
+    current settings: e5 at the settings' precision, int8 by default)."""
     e5 = make_embedder(Settings(embedder="e5"))  # type: ignore[call-arg]
     assert e5 is not None
     store = await open_store(url, "e5")
@@ -174,7 +178,11 @@ async def recall_only(url: str, corpus: Path, qs: list[JaQuestion], tmp: Path) -
         opts = LoadOptions(checkpoint=tmp / "e5.ckpt", dead_letter=tmp / "e5.dl")
         report = await load_docs(store, corpus, opts, embedder=e5)
         print(f"indexed {report.read} files, {await store.count()} passages with {e5.model_id} ({store.info.number})")
-        rows = [(mode, await mode_recall(store, e5, qs, mode, KS)) for mode in ("bm25", "dense", "hybrid")]
+        rows = [
+            (f"{mode} hops={hops}" if hops else mode, await mode_recall(store, e5, qs, mode, KS, hops))
+            for mode in ("bm25", "dense", "hybrid")
+            for hops in (0, 1)
+        ]
     finally:
         await drop(store)
     print(f"\nrecall of the supporting documents, {len(qs)} questions, {corpus}")

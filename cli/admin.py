@@ -78,6 +78,7 @@ def init(no_embed: bool, shards: int | None, replicas: int | None) -> None:
 @click.option("--fusion", type=click.Choice(["rrf", "bool", "es_rrf"]), default="rrf", show_default=True)
 @click.option("--weights", type=(float, float), default=(1.0, 1.0), help="Hybrid: weights of bm25 and dense.")
 @click.option("--rerank", is_flag=True, help="Reorder the top hits with the configured reranker.")
+@click.option("--hops", type=click.IntRange(0, 1), default=0, show_default=True, help="1: follow the titles named.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @filter_options
 @caller_options
@@ -89,6 +90,7 @@ def search(
     fusion: str,
     weights: tuple[float, float],
     rerank: bool,
+    hops: int,
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
@@ -100,7 +102,7 @@ def search(
 
     async def go() -> SearchResult:
         async with await Runtime.open(load_settings()) as runtime:
-            wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank)
+            wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank, hops=hops)
             caller = await cli_caller(runtime.store, key, principals)
             request = usecases.search_request(
                 runtime, [wanted], caller=caller, index=index, filters=clauses, fields=CLI_SEARCH

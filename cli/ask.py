@@ -71,6 +71,7 @@ def ask(
     k: int | None,
     few_shot: bool,
     retrieval_mode: str | None,
+    hops: int | None,
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
@@ -92,6 +93,7 @@ def ask(
                 k=k,
                 demonstrations=DEMONSTRATIONS if few_shot else "",
                 retrieval_mode=retrieval_mode,
+                hops=hops,
                 key=key,
                 principals=principals,
             )

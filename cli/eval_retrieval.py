@@ -22,7 +22,7 @@ from hopsearch.service import usecases
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.documents import file_passages
-from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, trace_recall
+from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, row_name, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.types import SearchResult
@@ -95,6 +95,7 @@ async def _run(
     corpus: bool,
     rows: tuple[Path, ...],
     caller_as: tuple[str | None, tuple[str, ...]] = (None, ()),
+    hops: tuple[int, ...] = (0,),
 ) -> dict[str, Any]:
     records = read_questions(path, limit=limit)
     items = gold_items(records)
@@ -122,7 +123,8 @@ async def _run(
             return await usecases.search(runtime, request)
 
         for spec in modes:
-            report[spec] = await evaluate_mode(search, items, spec, k)
+            for n in hops:
+                report[row_name(spec, n)] = await evaluate_mode(search, items, spec, k, hops=n)
         if rows and any(item.by == "file" for item in items):
             items = await with_file_passages(runtime, settings.passages_alias, items)
         for rows_path in rows:
@@ -172,6 +174,14 @@ def table_rows(report: dict[str, Any], k: int) -> tuple[list[str], list[list[str
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Rows of `hopsearch eval answers --out`: score the passages each strategy retrieved (repeatable).",
 )
+@click.option(
+    "--hops",
+    "hops",
+    multiple=True,
+    type=click.IntRange(0, 1),
+    help="Hops of each mode (repeatable: `--hops 0 --hops 1` gives both rows; default 0): 1 also follows the "
+    "titles the question and the first hop name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
 @caller_options
@@ -183,6 +193,7 @@ def retrieval(
     index: str | None,
     corpus_from_context: bool,
     rows: tuple[Path, ...],
+    hops: tuple[int, ...],
     as_json: bool,
     markdown: bool,
     key: str | None,
@@ -193,7 +204,9 @@ def retrieval(
     question type and per number of gold paragraphs."""
     try:
         as_caller = (key, principals)
-        report = asyncio.run(_run(questions, list(modes), k, limit, index, corpus_from_context, rows, as_caller))
+        report = asyncio.run(
+            _run(questions, list(modes), k, limit, index, corpus_from_context, rows, as_caller, hops or (0,))
+        )
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -69,6 +69,7 @@ class EvalJob:
     retrieval_mode: str | None = None
     key: str | None = None
     principals: tuple[str, ...] = ()
+    hops: int | None = None
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
@@ -116,6 +117,7 @@ def _asker(runtime: Runtime, job: EvalJob, caller: Caller, dataset: str) -> Ask:
             max_depth=depth_for(dataset),
             demonstrations=DEMONSTRATIONS if job.few_shot else "",
             retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
+            hops=job.hops,
             fields=CLI_ASK,
         )
         return await usecases.ask(runtime, request)
@@ -195,6 +197,7 @@ def answers(
     few_shot: bool,
     out: Path | None,
     retrieval_mode: str | None,
+    hops: int | None,
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
@@ -221,6 +224,7 @@ def answers(
             retrieval_mode,
             key,
             principals,
+            hops,
         )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:

@@ -36,6 +36,12 @@ ASK_OPTIONS = (
         help="Retrieval mode of the strategy (default: the retrieval_mode setting where set, else hybrid, bm25 "
         "for dualrag, where the index has vectors).",
     ),
+    click.option(
+        "--hops",
+        type=click.IntRange(0, 1),
+        default=None,
+        help="Hops of the strategy's retrievals: 1 also follows the titles named (default: the hops setting).",
+    ),
 )
 
 

@@ -58,6 +58,8 @@ class AskOptions:
     max_depth: int = DEFAULT_DEPTH
     k: int = DEFAULT_K
     retrieval_mode: RetrievalMode = "bm25"
+    #: The hops of every retrieval the strategy makes (:attr:`Query.hops`).
+    hops: int = 0
     max_tokens: int = DEFAULT_MAX_TOKENS
     budget: Budget = field(default_factory=Budget)
     #: Worked examples put before the question (for models not trained on the strategy's format).
@@ -125,14 +127,15 @@ class Fields:
     k: str = "k"
     filters: str = "filters"
     strategy: str = "strategy"
+    hops: str = "hops"
 
 
-HTTP_ASK = Fields("body.question", "body.options.k", "body.options.filters", "body.strategy")
-HTTP_SEARCH = Fields("body.query", "body.k", "body.filters")
+HTTP_ASK = Fields("body.question", "body.options.k", "body.options.filters", "body.strategy", "body.options.hops")
+HTTP_SEARCH = Fields("body.query", "body.k", "body.filters", hops="body.hops")
 MCP_ASK = Fields()
 MCP_SEARCH = Fields(text="query")
-CLI_ASK = Fields("QUESTION", "-k", "--filter/--source", "--strategy")
-CLI_SEARCH = Fields("QUERY", "-k", "--filter/--source")
+CLI_ASK = Fields("QUESTION", "-k", "--filter/--source", "--strategy", "--hops")
+CLI_SEARCH = Fields("QUERY", "-k", "--filter/--source", hops="--hops")
 
 
 def check_text(text: str, limit: int, field: str) -> None:
@@ -160,6 +163,17 @@ class Query:
     weights: tuple[float, float] = (1.0, 1.0)
     legs: bool = False
     rerank: bool = False
+    #: 1: follow what the question and the first hop name (:mod:`~.retrieval.links`); 0: one hop.
+    hops: int = 0
+
+
+#: The hops a request may ask for.
+HOPS = (0, 1)
+
+
+def check_hops(hops: int, field: str) -> None:
+    if hops not in HOPS:
+        raise RequestInvalid(f"must be one of {', '.join(map(str, HOPS))}", field=field)
 
 
 def filters_of(value: Any) -> list[Mapping[str, Any]]:

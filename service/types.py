@@ -65,6 +65,17 @@ class RetrievalQuery:
     weights: tuple[float, float] = (1.0, 1.0)
     legs: bool = False
     rerank: bool = False
+    #: 1: also the passages the question and the first hop name (:mod:`~.retrieval.links`); 0: one hop.
+    hops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Why a linked passage came in: ``name`` (a title) named by ``source`` (``question`` or a passage id)."""
+
+    name: str
+    source: str
+    passage: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,8 @@ class SearchResult:
     #: dense/hybrid only: the index's vector index (``_meta.hopsearch.vector_index``: ``bbq_hnsw`` …;
     #: ``default``: made before it was recorded, Elasticsearch's default; ``none``: exact scores, no index).
     vector_index: str = ""
+    #: hops only: the names followed to the linked passages among ``hits`` (:class:`Link`).
+    links: tuple[Link, ...] = ()
 
 
 class Retriever(Protocol):

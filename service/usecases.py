@@ -29,6 +29,7 @@ from hopsearch.service.requests import (
     Query,
     RetrievalPolicy,
     SearchRequest,
+    check_hops,
     check_k,
     check_text,
     default_k,
@@ -103,6 +104,7 @@ async def ask_request(
     filters: Sequence[Mapping[str, Any]] | None = (),
     k: int | None = None,
     retrieval_mode: RetrievalMode | None = None,
+    hops: int | None = None,
     mode: RetrievalPolicy | None = None,
     max_depth: int | None = None,
     max_tokens: int | None = None,
@@ -126,6 +128,8 @@ async def ask_request(
         raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field=fields.strategy)
     k = k if k is not None else given.get("k") or default_k(strategy)
     check_k(k, settings.api_max_k, fields.k)
+    hops = hops if hops is not None else given.get("hops", settings.hops)
+    check_hops(hops, fields.hops)
     scope = _scope(runtime, index, caller, filters, fields.filters, "ask")
     await runtime.store.require_passages(scope.index)
     if retrieval_mode is None:
@@ -135,6 +139,7 @@ async def ask_request(
         max_depth=max_depth or given.get("max_depth") or DEFAULT_DEPTH,
         k=k,
         retrieval_mode=retrieval_mode,
+        hops=hops,
         max_tokens=max_tokens or given.get("max_tokens") or DEFAULT_MAX_TOKENS,
         budget=budget or given.get("budget") or Budget(),
         demonstrations=demonstrations or given.get("demonstrations") or "",
@@ -168,6 +173,7 @@ def search_request(
             query.text, settings.api_max_question_chars, fields.text if len(queries) == 1 else f"{fields.text}.{number}"
         )
         check_k(query.k, settings.api_max_k, fields.k)
+        check_hops(query.hops, fields.hops)
         checked.append(RetrievalQuery(**{f.name: getattr(query, f.name) for f in dataclass_fields(Query)}))
     return SearchRequest(_scope(runtime, index, caller, filters, fields.filters), tuple(checked), fields.filters)
 

@@ -127,6 +127,7 @@ async def question_of(
         filters=opts.filters,
         k=opts.k,
         retrieval_mode=opts.retrieval_mode,
+        hops=opts.hops,
         mode=opts.mode,
         max_depth=opts.max_depth,
         max_tokens=opts.max_tokens,

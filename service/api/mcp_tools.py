@@ -78,6 +78,10 @@ def _quiet_server() -> MCPServer:
             root.removeHandler(placeholder)
 
 
+#: The MCP tools' ``hops``.
+HOPS_DOC = "1: also the passages the query and its first hop name (by title); 0: one hop."
+
+
 def _may(caller: Caller, action: str) -> None:
     if not caller.may(action):
         allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
@@ -92,11 +96,12 @@ async def _run_search(
     filters: list[dict[str, Any]] | None,
     index: str | None,
     caller: Caller,
+    hops: int = 0,
 ) -> dict[str, Any]:
     runtime = await state.runtime()
     search = usecases.search_request(
         runtime,
-        [Query(query, k=k, mode=mode)],
+        [Query(query, k=k, mode=mode, hops=hops)],
         caller=caller,
         index=await state.index_name(index, caller) if index else None,
         filters=filters,
@@ -122,6 +127,7 @@ async def _run_ask(
     index: str | None,
     filters: list[dict[str, Any]] | None,
     caller: Caller,
+    hops: int | None = None,
 ) -> dict[str, Any]:
     runtime = await state.runtime()
     request = await usecases.ask_request(
@@ -133,6 +139,7 @@ async def _run_ask(
         filters=filters,
         k=k,
         retrieval_mode=retrieval_mode,
+        hops=hops,
         fields=MCP_ASK,
     )
     answer = await state.answer(request)
@@ -183,9 +190,10 @@ def _add_search(server: MCPServer, state: ApiState) -> None:
             Field(description=FILTERS_DOC),
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
+        hops: Annotated[int, Field(description=HOPS_DOC, ge=0, le=1)] = 0,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, _run_search(state, query, mode, k, filters, index, caller_of_tool(ctx)))
+        return await _guarded(state, _run_search(state, query, mode, k, filters, index, caller_of_tool(ctx), hops))
 
     server.add_tool(
         search,
@@ -206,10 +214,13 @@ def _add_ask(server: MCPServer, state: ApiState) -> None:
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         filters: Annotated[list[dict[str, Any]] | None, Field(description=FILTERS_DOC)] = None,
+        hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         caller = caller_of_tool(ctx)
-        return await _guarded(state, _run_ask(state, question, strategy, k, retrieval_mode, index, filters, caller))
+        return await _guarded(
+            state, _run_ask(state, question, strategy, k, retrieval_mode, index, filters, caller, hops)
+        )
 
     server.add_tool(
         ask,

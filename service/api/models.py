@@ -80,6 +80,7 @@ class RetrieveRequest(_Request):
     weights: tuple[float, float] = Field((1.0, 1.0), description="Hybrid, rrf and bool: weights of (bm25, dense).")
     legs: bool = Field(False, description="Hybrid: also return both legs' lists (`legs.bm25`, `legs.dense`).")
     rerank: bool = Field(False, description="Reorder the top hits with the configured reranker.")
+    hops: Literal[0, 1] = Field(0, description="1: also the passages the query and the first hop name (by title).")
 
 
 _BUDGET = Budget()
@@ -106,6 +107,7 @@ class AskOptionsModel(_Strict):
         description="Default: the `retrieval_mode` setting where set, else the strategy's own "
         "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
     )
+    hops: Literal[0, 1] | None = Field(None, description="Hops of each retrieval; default: the `hops` setting.")
     filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))

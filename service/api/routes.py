@@ -77,6 +77,8 @@ def retrieve_envelope(
         body["warning"] = without_vectors_note(result.without_vectors)
     if result.index_note:
         body["index_note"] = result.index_note
+    if result.links:
+        body["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
     return body
 
 
@@ -129,7 +131,7 @@ async def run_retrieve(state: ApiState, caller: Caller, index: str, body: Retrie
     requests)."""
     started = time.perf_counter()
     runtime = await state.runtime()
-    query = requests.Query(body.query, body.k, body.mode, body.fusion, body.weights, body.legs, body.rerank)
+    query = requests.Query(body.query, body.k, body.mode, body.fusion, body.weights, body.legs, body.rerank, body.hops)
     search = usecases.search_request(
         runtime,
         [query],

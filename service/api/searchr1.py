@@ -10,7 +10,7 @@ names: a version, an attached index).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
@@ -33,6 +33,7 @@ class SearchR1Request(_Request):
     topk: int | None = Field(None, ge=1, le=MAX_K, description="Passages per query (default `retrieve_topk`).")
     return_scores: bool = Field(False, description="Wrap each document as `{document, score}`.")
     mode: RetrievalMode | None = Field(None, description="bm25, dense or hybrid (default `retrieve_mode`).")
+    hops: Literal[0, 1] = Field(0, description="1: also the passages each query and its first hop name (by title).")
     index: str | None = Field(
         None, max_length=255, description="The passages alias (default), one of its versions, or an attached index."
     )
@@ -72,7 +73,7 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     topk = body.topk or settings.retrieve_topk
     mode = body.mode or settings.retrieve_mode
     runtime = await state.runtime()
-    queries = [Query(text, k=topk, mode=mode) for text in body.queries]
+    queries = [Query(text, k=topk, mode=mode, hops=body.hops) for text in body.queries]
     caller = caller_of(request.scope)
     state.limiter.queries(caller.key, len(queries))  # each query counts against the key's per_minute
     index = await state.index_name(body.index, caller) if body.index else None

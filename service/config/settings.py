@@ -222,6 +222,11 @@ class Settings(BaseSettings):
         "no vectors of the embedder (hybrid won on the shared 2Wiki questions: README, `hopsearch eval retrieval`). "
         "Left unset, DualRAG keeps BM25 for its keyword queries (measured better for them).",
     )
+    hops: Literal[0, 1] = Field(
+        0,
+        description="Hops of the strategies' retrievals unless a request sets one: 1 also follows the names "
+        "(titles) that the question and the first-hop passages name (README, Multi-hop retrieval).",
+    )
     rerank_url: str | None = Field(
         None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."
     )

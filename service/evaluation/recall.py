@@ -58,7 +58,7 @@ class Scored:
     complete: bool
 
 
-def query_of(spec: str, text: str, k: int) -> Query:
+def query_of(spec: str, text: str, k: int, hops: int = 0) -> Query:
     """The retrieval query of a mode spec (``hybrid:bool+rerank``); a bad spec is a :class:`ConfigError`."""
     base, _, extra = spec.partition("+")
     if extra not in ("", "rerank"):
@@ -72,6 +72,7 @@ def query_of(spec: str, text: str, k: int) -> Query:
         mode=cast(RetrievalMode, mode),
         fusion=cast(Fusion, fusion or "rrf"),
         rerank=extra == "rerank",
+        hops=hops,
     )
 
 
@@ -112,20 +113,28 @@ def summarize(scored: Sequence[Scored], label: str) -> dict[str, Any]:
     return out
 
 
+def row_name(spec: str, hops: int) -> str:
+    """A report's row: the mode spec, with `` hops=N`` where it hops."""
+    return f"{spec} hops={hops}" if hops else spec
+
+
 async def evaluate_mode(
-    search: Search, items: Sequence[GoldItem], spec: str, k: int, *, batch: int = 32
+    search: Search, items: Sequence[GoldItem], spec: str, k: int, *, batch: int = 32, hops: int = 0
 ) -> dict[str, Any]:
-    """recall@k and all@k of one mode spec over ``items`` (``batch`` questions per ``_msearch``), with the
-    fusion that actually ran (and why not the one asked for) and the reranker when one ran."""
+    """recall@k and all@k of one mode spec over ``items`` (``batch`` questions per ``_msearch``) with
+    ``hops``, with the fusion that actually ran (and why not the one asked for) and the reranker when one
+    ran; ``linked``: the share of questions whose top k holds a passage the hop brought in."""
     scored: list[Scored] = []
     fusions: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     rerankers: set[str] = set()
+    linked = 0
     for start in range(0, len(items), batch):
         chunk = items[start : start + batch]
-        results = await search([query_of(spec, item.question, k) for item in chunk])
+        results = await search([query_of(spec, item.question, k, hops) for item in chunk])
         for item, result in zip(chunk, results, strict=True):
             scored.append(score_titles(item, item.names(result.hits[:k])))
+            linked += bool(result.links)
             fusions[result.fusion] += 1
             if result.fusion_note:
                 notes[result.fusion_note] += 1
@@ -137,6 +146,9 @@ async def evaluate_mode(
         out["fusion_note"] = notes.most_common(1)[0][0]
     if rerankers:
         out["reranked_by"] = sorted(rerankers)[0]
+    if hops:
+        out["hops"] = hops
+        out["linked"] = round(linked / len(scored), 4) if scored else 0.0
     return out
 
 

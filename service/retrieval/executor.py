@@ -20,13 +20,14 @@ from hopsearch.service.access import Scope
 from hopsearch.service.attached.fieldmap import renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
+from hopsearch.service.retrieval import links
 from hopsearch.service.retrieval.bodies import bm25_body
 from hopsearch.service.retrieval.fusion import licence_of, refused, rrf_groups, rrf_order, split
 from hopsearch.service.retrieval.path_filters import with_relative_paths
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
 from hopsearch.service.retrieval.readers import shown, shown_hits
 from hopsearch.service.retrieval.rerank import HttpReranker
-from hopsearch.service.retrieval.results import RAW_ID, hit_of, item_reason, raw_hits, result_of, total_of
+from hopsearch.service.retrieval.results import RAW_ID, hit_of, hits_of, item_reason, raw_hits, result_of, total_of
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.store.vector_index import knn_options
@@ -95,6 +96,8 @@ class EsRetriever:
         queries = renamed(queries, facts.fields)
         scoped_queries = await with_relative_paths(self.store, scope.index, scoped(queries, scope), scope.access())
         out = await self._search(scope, scoped_queries)
+        if any(q.hops for q in queries):
+            out = await self._hop(facts, out)
         if self.reranker is not None and any(q.rerank for q in queries):
             out = list(await asyncio.gather(*(self._rerank(r) for r in out)))
         note = schema_note(scope.index, facts.meta, scope.acl_default)
@@ -109,7 +112,7 @@ class EsRetriever:
         hits kept (a DualRAG step keeps 150 of 450); other modes fuse :meth:`search_many`'s hits."""
         flat = [query for group in groups for query in group]
         lengths = [len(group) for group in groups]
-        if any(query.mode != "bm25" or query.rerank for query in flat):
+        if any(query.mode != "bm25" or query.rerank or query.hops for query in flat):
             results = await self.search_many(scope, flat)  # without acl already; ranks once fused, below
             fused_lists = rrf_groups(lengths, [result.hits for result in results], size=size)
             return [shown_hits(scope, hits) for hits in fused_lists]
@@ -202,6 +205,25 @@ class EsRetriever:
         if len(done) != len(queries):
             raise StoreError(f"msearch: the rrf retriever was refused twice ({self.store.rrf_refusal})")
         return done
+
+    async def _hop(self, facts: IndexFacts, results: Sequence[SearchResult]) -> list[SearchResult]:
+        """The second hop of the results whose query asks for one: ONE ``_msearch`` of title lookups (each
+        under its query's filters, the scope's included), ranked with the first hop (:mod:`.links`). An
+        attached index has no title key known here: it answers with one hop."""
+        if facts.attachment is not None:
+            return list(results)
+        todo = [(i, r, links.candidates(r.query.text, r.hits)) for i, r in enumerate(results) if r.query.hops > 0]
+        todo = [(i, r, found) for i, r, found in todo if found.named_by]
+        if not todo:
+            return list(results)
+        key = f"{facts.fields.title}.keyword"
+        bodies = [(facts.index, links.lookup_body(r.query, found.names, key, facts.source)) for _, r, found in todo]
+        responses = await self.store.msearch(bodies)
+        out = list(results)
+        for (i, result, found), response in zip(todo, responses, strict=True):
+            hits, followed = links.ranked(result.hits, hits_of(response, facts.fields), found, result.query.k)
+            out[i] = replace(result, hits=tuple(hits), links=tuple(followed))
+        return out
 
     async def _rerank(self, result: SearchResult) -> SearchResult:
         if not result.query.rerank or self.reranker is None:

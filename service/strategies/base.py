@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from hopsearch.service.config.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
@@ -135,7 +135,7 @@ class RunContext:
     async def retrieve(self, query: str, *, depth: int = 0, k: int | None = None) -> tuple[Hit, ...]:
         """One retrieval (one ``_msearch`` round trip), recorded as a step."""
         started = time.monotonic()
-        request = RetrievalQuery(query, k=k or self.options.k, mode=self.options.retrieval_mode)
+        request = RetrievalQuery(query, k=k or self.options.k, mode=self.options.retrieval_mode, hops=self.options.hops)
         results = await self.retriever.search_many([request])
         hits = results[0].hits if results else ()
         self.recorder.add(
@@ -147,13 +147,22 @@ class RunContext:
                 output=describe(results[0]) if results else "",
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 retrievals=1,
-                # part of the index has no vectors (--no-embed): the dense side could not find those
-                details={"without_vectors": results[0].without_vectors}
-                if results and results[0].without_vectors
-                else None,
+                details=step_details(results[0]) if results else None,
             )
         )
         return hits
+
+
+def step_details(result: SearchResult) -> dict[str, Any] | None:
+    """What a retrieve step records beside its hits: the documents without vectors (``--no-embed``: the
+    dense side could not find those) and the names the hop followed (each: the name, the passage or the
+    question that named it, the linked passage it found in the caller's scope)."""
+    details: dict[str, Any] = {}
+    if result.without_vectors:
+        details["without_vectors"] = result.without_vectors
+    if result.links:
+        details["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+    return details or None
 
 
 def describe(result: SearchResult) -> str:

@@ -163,7 +163,7 @@ class DualRAG(RecordedStrategy):
     async def _aggregate(self, context: RunContext, run: RunOutline, searches: list[EntitySearch], depth: int) -> None:
         started = time.monotonic()
         mode = context.options.retrieval_mode
-        candidates = await gather_candidates(context.retriever, searches, mode=mode)
+        candidates = await gather_candidates(context.retriever, searches, mode=mode, hops=context.options.hops)
         ranked = await rerank(self.embedder, searches, candidates)
         context.recorder.add(
             Step(

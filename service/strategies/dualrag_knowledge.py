@@ -57,8 +57,8 @@ class Summary:
     completion: Completion
 
 
-def queries_of(searches: Sequence[EntitySearch], mode: RetrievalMode, k: int) -> list[RetrievalQuery]:
-    return [RetrievalQuery(keyword, k=k, mode=mode) for s in searches for keyword in s.keywords]
+def queries_of(searches: Sequence[EntitySearch], mode: RetrievalMode, k: int, hops: int = 0) -> list[RetrievalQuery]:
+    return [RetrievalQuery(keyword, k=k, mode=mode, hops=hops) for s in searches for keyword in s.keywords]
 
 
 async def gather_candidates(
@@ -67,11 +67,12 @@ async def gather_candidates(
     *,
     mode: RetrievalMode = "bm25",
     k: int = RETRIEVE_K,
+    hops: int = 0,
 ) -> dict[str, list[Hit]]:
     """Each entity's candidates: all keywords of all entities in ONE round trip, each entity's result
     lists fused without duplicates (RRF) and cut to ``k``; fused by the retriever where it can
     (:class:`~hopsearch.service.types.FusingRetriever`: only the kept hits are built)."""
-    groups = [queries_of([search], mode, k) for search in searches]
+    groups = [queries_of([search], mode, k, hops) for search in searches]
     if isinstance(retriever, FusingRetriever):
         fused = await retriever.search_fused(groups, k)
     else:

@@ -50,6 +50,7 @@ from hopsearch.service.api.responses import OrjsonResponse, error_response, retr
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import AuthorizationError, HopsearchError, RequestTooLarge
+from hopsearch.service.requests import HOPS
 from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
@@ -82,6 +83,7 @@ async def root(request: Request) -> OrjsonResponse:
         "capabilities": {
             **es["capabilities"],
             "retrieval_modes": ["bm25", "dense", "hybrid"] if runtime.embedder else ["bm25"],
+            "hops": list(HOPS),
             "embedder": runtime.embedder.model_id if runtime.embedder else None,
             "strategies": sorted(STRATEGIES),
             "streaming": True,
