@@ -116,6 +116,21 @@ async def test_literal_filters_and_refused_filters(es_node: EsNode) -> None:
         assert await ids(either) == ["p-donner", "p-jaws"]
         assert await ids([*either, {"not": {"term": {"doc_id": "p-jaws"}}}]) == ["p-donner"]
         assert await ids([{"and": [*either, {"range": {"indexed_at": {"gte": "now-1d"}}}]}]) == []
+        # one filter object is a list of one (issue 42 item 10), on _retrieve and in _ask's options
+        one = await api.client.post(
+            f"/{api.alias}/_retrieve",
+            json={"query": "film director", "k": 10, "filters": {"term": {"doc_id": "p-donner"}}},
+        )
+        assert one.status_code == 200, one.text
+        assert [h["_id"] for h in one.json()["hits"]["hits"]] == ["p-donner"]
+        readme_example = {"and": [{"term": {"source": "wiki"}}, {"range": {"indexed_at": {"gte": "now-30d"}}}]}
+        example = await api.client.post(f"/{api.alias}/_retrieve", json={"query": "film", "filters": readme_example})
+        assert example.status_code == 200, example.text
+        ask_one = {"question": "q", "options": {"filters": {"term": {"embedding": 1}}}}
+        refused_one = await api.client.post(f"/{api.alias}/_ask", json=ask_one)
+        assert refused_one.status_code == 400 and refused_one.json()["error"]["field"] == (
+            "body.options.filters.0.term.embedding"
+        )
         bad_date = {"query": "x", "filters": [{"range": {"indexed_at": {"gte": "last week"}}}]}
         refused_date = await api.client.post(f"/{api.alias}/_retrieve", json=bad_date)
         assert refused_date.status_code == 400 and refused_date.json()["error"]["field"] == (

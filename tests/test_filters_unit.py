@@ -81,7 +81,7 @@ def test_nesting_and_size_are_bounded() -> None:
     with pytest.raises(RequestInvalid, match="more than 64"):
         parse_filters([{"term": {"source": str(n)}} for n in range(65)])
     with pytest.raises(RequestInvalid, match="list of filters"):
-        parse_filters({"term": {"source": "a"}})
+        parse_filters("term: source a")  # one object is a list of one (issue 42 item 10); text is not
 
 
 json_values = st.recursive(
@@ -127,3 +127,12 @@ def test_only_relative_path_values_are_read_under_the_folders() -> None:
             ]
         }
     }
+
+
+def test_one_filter_object_is_a_list_of_one() -> None:
+    """The README writes a filter as one object; it is read as a list of one (issue 42 item 10)."""
+    example = {"and": [{"term": {"source": "wiki"}}, {"range": {"indexed_at": {"gte": "now-30d"}}}]}
+    assert parse_filters(example) == parse_filters([example])
+    with pytest.raises(RequestInvalid) as refused:
+        parse_filters({"term": {"text": "free text"}}, "filters")
+    assert refused.value.field is not None and refused.value.field.startswith("filters.0")

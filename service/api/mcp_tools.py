@@ -82,6 +82,11 @@ def _quiet_server() -> MCPServer:
 HOPS_DOC = "1: also the passages the query and its first hop name (by title); 0: one hop."
 
 
+def _listed(filters: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """One filter object is a list of one, as on the HTTP routes."""
+    return [filters] if isinstance(filters, dict) else filters
+
+
 def _may(caller: Caller, action: str) -> None:
     if not caller.may(action):
         allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
@@ -185,15 +190,14 @@ def _add_search(server: MCPServer, state: ApiState) -> None:
         query: Annotated[str, Field(description="Plain text (never query-string syntax).", min_length=1)],
         mode: Annotated[RetrievalMode, Field(description="Retrieval mode.")] = SEARCH_MODE,
         k: Annotated[int, Field(description="Number of passages.", ge=1)] = SEARCH_K,
-        filters: Annotated[
-            list[dict[str, Any]] | None,
-            Field(description=FILTERS_DOC),
-        ] = None,
+        filters: Annotated[list[dict[str, Any]] | dict[str, Any] | None, Field(description=FILTERS_DOC)] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         hops: Annotated[int, Field(description=HOPS_DOC, ge=0, le=1)] = 0,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, _run_search(state, query, mode, k, filters, index, caller_of_tool(ctx), hops))
+        return await _guarded(
+            state, _run_search(state, query, mode, k, _listed(filters), index, caller_of_tool(ctx), hops)
+        )
 
     server.add_tool(
         search,
@@ -213,13 +217,13 @@ def _add_ask(server: MCPServer, state: ApiState) -> None:
             Field(description="Retrieval mode (default: the index's: hybrid where it has vectors, bm25 for dualrag)."),
         ] = None,
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
-        filters: Annotated[list[dict[str, Any]] | None, Field(description=FILTERS_DOC)] = None,
+        filters: Annotated[list[dict[str, Any]] | dict[str, Any] | None, Field(description=FILTERS_DOC)] = None,
         hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         caller = caller_of_tool(ctx)
         return await _guarded(
-            state, _run_ask(state, question, strategy, k, retrieval_mode, index, filters, caller, hops)
+            state, _run_ask(state, question, strategy, k, retrieval_mode, index, _listed(filters), caller, hops)
         )
 
     server.add_tool(

@@ -7,9 +7,9 @@ query-string syntax (questions and queries go into ``multi_match`` and kNN bodie
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from hopsearch.service.api.json_depth import MAX_JSON_DEPTH
 from hopsearch.service.requests import (
@@ -36,6 +36,15 @@ FILTERS_DOC = (
     "naming the field. A path is relative to its indexed folder, as hits show it (absolute: starting with /)."
 )
 FilterSpec = dict[str, Any]
+
+
+def _one_as_list(value: Any) -> Any:
+    """One filter object is a list of one (the README's examples are single objects)."""
+    return [value] if isinstance(value, dict) else value
+
+
+#: ``filters``: a list of filters, or one filter object.
+Filters = Annotated[list[FilterSpec], BeforeValidator(_one_as_list)]
 
 
 def _check_text(value: Any, where: str, depth: int = 0) -> None:
@@ -75,7 +84,7 @@ class RetrieveRequest(_Request):
     query: str = Field(min_length=1, max_length=MAX_TEXT, description="Plain text (never query-string syntax).")
     k: int = Field(SEARCH_K, ge=1, le=MAX_K, description="Number of hits (at most `api_max_k`).")
     mode: RetrievalMode = Field(SEARCH_MODE, description="bm25, dense or hybrid.")
-    filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
+    filters: Filters = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     fusion: Fusion = Field("rrf", description="Hybrid: rrf (client-side), bool (one request), es_rrf (licence).")
     weights: tuple[float, float] = Field((1.0, 1.0), description="Hybrid, rrf and bool: weights of (bm25, dense).")
     legs: bool = Field(False, description="Hybrid: also return both legs' lists (`legs.bm25`, `legs.dense`).")
@@ -108,7 +117,7 @@ class AskOptionsModel(_Strict):
         "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
     )
     hops: Literal[0, 1] | None = Field(None, description="Hops of each retrieval; default: the `hops` setting.")
-    filters: list[FilterSpec] = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
+    filters: Filters = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))
 

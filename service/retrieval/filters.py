@@ -39,8 +39,10 @@ def parse_filters(items: Any, where: str = "filters") -> list[dict[str, Any]]:
     """Validated Elasticsearch filter clauses for a list of filters (see the module docstring)."""
     if items is None:
         return []
+    if isinstance(items, Mapping):  # one filter object is a list of one
+        items = [items]
     if not isinstance(items, list | tuple):
-        raise RequestInvalid("must be a list of filters", field=where)
+        raise RequestInvalid("must be a list of filters (or one filter object)", field=where)
     counter = [0]
     return [_parse(item, f"{where}.{n}", 0, counter) for n, item in enumerate(items)]
 
