@@ -58,7 +58,7 @@ def filters_of(query: RetrievalQuery) -> list[dict[str, Any]]:
     return [dict(f) for f in query.filters]
 
 
-def _match(
+def match_of(
     query: RetrievalQuery,
     ja: JaQuery,
     boost: float = 1.0,
@@ -86,7 +86,7 @@ def bm25_body(
         "size": size,
         # No hit counting: lets BM25 skip non-competitive documents (block-max WAND); nothing reads the total.
         "track_total_hits": False,
-        "query": {"bool": {"must": [_match(query, ja, searched=searched, kind=kind)], "filter": filters_of(query)}},
+        "query": {"bool": {"must": [match_of(query, ja, searched=searched, kind=kind)], "filter": filters_of(query)}},
         "_source": source,
     }
     if excerpt is not None:
@@ -217,7 +217,7 @@ def fused_body(
     """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion (``kind``: the BM25 clause's type)."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
-        match = _match(query, ja, searched=searched, kind=kind)
+        match = match_of(query, ja, searched=searched, kind=kind)
         body = rrf_retriever_body(match, knn_clause(query, vector, size, field, knn_options), filters_of(query), size)
     else:
         if method == "knn":
@@ -228,7 +228,7 @@ def fused_body(
             dense_clause: dict[str, Any] = {"knn": dense}
         else:
             dense_clause = script_score_clause(query, vector, w_dense, field)
-        body = bool_body(_match(query, ja, w_bm25, searched, kind), dense_clause, filters_of(query), size)
+        body = bool_body(match_of(query, ja, w_bm25, searched, kind), dense_clause, filters_of(query), size)
     body["_source"] = source_excludes(field)
     return body
 

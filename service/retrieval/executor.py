@@ -21,7 +21,7 @@ from hopsearch.service.attached.fieldmap import renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.retrieval import links
-from hopsearch.service.retrieval.bodies import bm25_body
+from hopsearch.service.retrieval.bodies import bm25_body, match_of
 from hopsearch.service.retrieval.fusion import licence_of, refused, rrf_groups, rrf_order, split
 from hopsearch.service.retrieval.path_filters import with_relative_paths
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
@@ -217,7 +217,20 @@ class EsRetriever:
         if not todo:
             return list(results)
         key = f"{facts.fields.title}.keyword"
-        bodies = [(facts.index, links.lookup_body(r.query, found.names, key, facts.source)) for _, r, found in todo]
+        kind, searched = self.store.settings.bm25_query, facts.fields.searched
+        bodies = [
+            (
+                facts.index,
+                links.lookup_body(
+                    r.query,
+                    found.names,
+                    key,
+                    facts.source,
+                    scored_by=match_of(r.query, ja_query(r.query.text, facts.meta, facts.synonyms), 1.0, searched, kind),
+                ),
+            )
+            for _, r, found in todo
+        ]
         responses = await self.store.msearch(bodies)
         out = list(results)
         for (i, result, found), response in zip(todo, responses, strict=True):
