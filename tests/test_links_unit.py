@@ -3,6 +3,7 @@ named each, and the ranking that puts a linked passage right after the passage t
 
 from __future__ import annotations
 
+from hopsearch.service.attached.fieldmap import LinkKey
 from hopsearch.service.retrieval.links import QUESTION, Candidates, candidates, ranked, spans
 from hopsearch.service.types import Hit
 
@@ -35,3 +36,15 @@ def test_a_year_alone_or_a_word_the_text_also_writes_in_lower_case_is_no_name() 
     found = spans("The film was made in 1943. Film critics liked the film; Jaws 2 came later.")
     assert "1943" not in found and "The" not in found and "Film" not in found
     assert "Jaws 2" in found and "Jaws" in found
+
+
+def test_a_lowercase_link_key_pairs_names_and_titles_folded_alike() -> None:
+    first = [Hit("m", 2.0, "Baby Face Morgan", "Directed by Arthur Dreifuss; the film Baby Face MORGAN.")]
+    linked = [Hit("d", 5.0, "ARTHUR DREIFUSS", "His life.")]  # what a lowercase normalizer's lookup returns
+    key = LinkKey("name.folded", "lowercase")
+    found = candidates("Who directed it?", first, fold=key.folded)
+    assert "Arthur Dreifuss" in found.named_by and "Baby Face MORGAN" not in found.named_by  # its own title
+    hits, links = ranked(first, linked, found, k=3, fold=key.folded)
+    assert [h.id for h in hits] == ["m", "d"]
+    assert [(x.name, x.source, x.passage) for x in links] == [("Arthur Dreifuss", "m", "d")]
+    assert ranked(first, linked, found, k=3)[0] == first  # exact: the title is not the name

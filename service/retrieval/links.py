@@ -3,8 +3,11 @@ ONE more ``_msearch`` and ranked with the first hop. Pure functions here; the ex
 
 - Names: word n-grams (1–:data:`MAX_WORDS` words) of the question and of the top :data:`NAMERS` first-hop
   passages that start and end with a capitalised word or a number; each looked up exactly against the
-  title's keyword sub-field (``title.keyword``) in a ``terms`` filter that carries the query's filters
-  (the caller's Scope included), so a passage the caller may not read is never a link.
+  index's link key (:class:`~hopsearch.service.attached.fieldmap.LinkKey`: ``title.keyword`` in hopsearch's
+  own passages, an attached index's keyword field of its titles) in a ``terms`` filter that carries the
+  query's filters (the caller's Scope included), so a passage the caller may not read is never a link. A
+  key with a ``lowercase`` normalizer folds the names itself; titles and names are compared folded the
+  same way here (``fold``) to tell which name found which passage.
 - Ranking (:func:`ranked`): the passages the question names first (they are what it asks about), then
   the first hop in its order, each passage followed by the passages it names, cut to ``k``. Kept by the
   numbers (README, "Multi-hop retrieval").
@@ -13,7 +16,7 @@ ONE more ``_msearch`` and ranked with the first hop. Pure functions here; the ex
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,15 +69,22 @@ class Candidates:
         return list(self.named_by)
 
 
-def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS) -> Candidates:
+def _same(name: str) -> str:
+    return name
+
+
+def candidates(
+    question: str, hits: Sequence[Hit], namers: int = NAMERS, fold: Callable[[str], str] = _same
+) -> Candidates:
     """The names the question and the first ``namers`` hits name, each with what named it, the question
-    first; a hit's own title is not a name it gives."""
+    first; a hit's own title (compared as ``fold`` folds both) is not a name it gives."""
     named_by: dict[str, list[str]] = {}
     for name in spans(question):
         named_by.setdefault(name, []).append(QUESTION)
     for hit in hits[:namers]:
+        own = fold(hit.title)
         for name in spans(hit.text):
-            if name != hit.title:
+            if fold(name) != own:
                 named_by.setdefault(name, []).append(hit.id)
     return Candidates({name: tuple(by) for name, by in named_by.items()})
 
@@ -91,16 +101,19 @@ def lookup_body(
     }
 
 
-def ranked(first: Sequence[Hit], linked: Sequence[Hit], found: Candidates, k: int) -> tuple[list[Hit], list[Link]]:
+def ranked(
+    first: Sequence[Hit], linked: Sequence[Hit], found: Candidates, k: int, fold: Callable[[str], str] = _same
+) -> tuple[list[Hit], list[Link]]:
     """The first hop with the linked passages placed by what named them (:mod:`this module's docstring
-    <hopsearch.service.retrieval.links>`), cut to ``k``, and the links that brought a passage in."""
+    <hopsearch.service.retrieval.links>`; a name finds the passages whose title it is, both as ``fold``
+    folds them), cut to ``k``, and the links that brought a passage in."""
     by_title: dict[str, list[Hit]] = {}
     for hit in linked:
-        by_title.setdefault(hit.title, []).append(hit)
+        by_title.setdefault(fold(hit.title), []).append(hit)
     seen = {hit.id for hit in first}
     after: dict[str, list[tuple[str, Hit]]] = {}
     for name, namers in found.named_by.items():
-        for hit in by_title.get(name, []):
+        for hit in by_title.get(fold(name), []):
             if hit.id in seen:
                 continue
             seen.add(hit.id)
