@@ -147,20 +147,22 @@ class Attachments(IndexLifecycle, Documents, Searches):
     async def with_title_key(self, attachment: Attachment) -> Attachment:
         """``attachment`` with where its hop looks titles up: as recorded when it was attached, or, for a
         record made before hops, found in the index's mapping once per process (as attaching it again would
-        find it; where the mapping cannot be read: none, and why, and it is read again next time)."""
+        find it; where the mapping cannot be read: none, and why, read again after :data:`ATTACHED_TTL_S`)."""
         if attachment.title_key is not None:
             return attachment
-        kept: TitleKey | None = self._title_keys.get((attachment.index, attachment.attached_at))
-        if kept is None:
+        now = time.monotonic()
+        wanted = (attachment.index, attachment.attached_at)
+        kept: tuple[float, TitleKey] | None = self._title_keys.get(wanted)
+        if kept is None or kept[0] < now:
             try:
-                kept = await self.title_key(attachment.index, attachment.fields.title)
+                kept = (math.inf, await self.title_key(attachment.index, attachment.fields.title))
             except StoreError as exc:
                 why = f"it was attached before hops and its mapping could not be read ({exc})"
-                return replace(attachment, title_key=TitleKey(None, why))
+                kept = (now + ATTACHED_TTL_S, TitleKey(None, why))
             if len(self._title_keys) > 1024:
                 self._title_keys.clear()
-            self._title_keys[(attachment.index, attachment.attached_at)] = kept
-        return replace(attachment, title_key=kept)
+            self._title_keys[wanted] = kept
+        return replace(attachment, title_key=kept[1])
 
     async def bound(self, scope: Scope) -> Scope:
         """``scope`` over its index as attached (its ACL field and rule, its ``acl_default``); as it is over

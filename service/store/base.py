@@ -22,7 +22,7 @@ class Connected:
         self._meta_cache: dict[str, dict[str, Any]] = {}
         #: attached index → (when read, its attachment or None): :mod:`.attachments`
         self._attached: dict[str, Any] = {}
-        #: (attached index, attached_at) → its hop's title key, for records made before hops: :mod:`.attachments`
+        #: (attached index, attached_at) → (until when, its hop's title key), for records made before hops
         self._title_keys: dict[tuple[str, str], Any] = {}
         self._licence: dict[str, Any] | None = None
         #: Why the cluster refused Elasticsearch's rrf retriever, once it has (a capability learnt once per
