@@ -125,12 +125,16 @@ def search(
             how["without_vectors"] = result.without_vectors
         if result.index_note:
             how["index_note"] = result.index_note
+        if result.hops_note:
+            how["hops_note"] = result.hops_note
         click.echo(json.dumps({**how, "hits": hits}, indent=2))
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
     if result.index_note:
         click.echo(f"warning: {result.index_note}", err=True)
+    if result.hops_note:
+        click.echo(f"warning: {result.hops_note}", err=True)
     table = Table(title=f"{describe(result)} — {len(result.hits)} hits")
     for column in ("#", "id", "score", "title", "text"):
         table.add_column(column, overflow="fold")

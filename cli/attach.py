@@ -115,6 +115,12 @@ def attach(name: str, **given: Any) -> None:
         )
     readers = f"{done.fields.acl} ({done.identities} identities)" if done.fields.acl else "none: admins only"
     click.echo(f"  readers: {readers}; documents without: {done.acl_default}")
+    known = done.title_key
+    if known is not None and known.key is not None:
+        folded = ", lowercased" if known.key.fold == "lowercase" else ""
+        click.echo(f"  hops: names looked up in [{known.key.field}]{folded}")
+    elif known is not None:
+        click.echo(f"  hops: none ({known.why}): hops 1 searches one hop and says so")
 
 
 @click.command("detach")

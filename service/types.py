@@ -104,6 +104,8 @@ class SearchResult:
     vector_index: str = ""
     #: hops only: the names followed to the linked passages among ``hits`` (:class:`Link`).
     links: tuple[Link, ...] = ()
+    #: hops only: why the index searched one hop (an attached index without a keyword field of its titles).
+    hops_note: str = ""
 
 
 class Retriever(Protocol):

@@ -4,12 +4,14 @@ from a field map (hopsearch's own passages are the default map, with the same bo
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from hopsearch.service.access import NOTHING, AclRule, Caller, Scope, access_clause, connector_principal
 from hopsearch.service.access import connector_values as values_of
-from hopsearch.service.attached.checks import check_fields, mapped_fields, vector_mode
-from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap, field_map
+from hopsearch.service.attached.checks import check_fields, mapped_fields, title_key, vector_mode
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap, LinkKey, TitleKey, field_map
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.retrieval.bodies import excerpt_of
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, plan, scoped
@@ -170,3 +172,53 @@ def test_hits_of_an_attached_index_carry_excerpts_of_whole_documents() -> None:
     )
     assert excerpts.text == "word7 word8 … word99"
     assert excerpt_of("content")["fields"]["content"]["number_of_fragments"] == 3
+
+
+RAW = {"type": "keyword"}
+FOLDED = {"type": "keyword", "normalizer": "lowercase"}
+
+
+@pytest.mark.parametrize(
+    ("title", "normalizers", "key"),
+    [
+        ({"type": "keyword"}, {}, LinkKey("name")),  # the title field itself
+        ({"type": "text", "fields": {"raw": RAW}}, {}, LinkKey("name.raw")),  # a sub-field of any name
+        ({"type": "text", "fields": {"a": RAW, "keyword": RAW}}, {}, LinkKey("name.keyword")),
+        ({"type": "text", "fields": {"a": FOLDED, "z": RAW}}, {}, LinkKey("name.z")),  # exact first
+        ({"type": "text", "fields": {"lc": FOLDED}}, {}, LinkKey("name.lc", "lowercase")),
+        (
+            {"type": "text", "fields": {"lc": {"type": "keyword", "normalizer": "mine"}}},
+            {"mine": {"type": "custom", "filter": ["lowercase"]}},
+            LinkKey("name.lc", "lowercase"),
+        ),
+    ],
+)
+def test_the_hop_looks_titles_up_in_a_keyword_field_of_the_title(
+    title: dict[str, Any], normalizers: dict[str, Any], key: LinkKey
+) -> None:
+    mapped = mapped_fields({"properties": {"name": title, "body": {"type": "text"}}})
+    assert title_key("name", mapped, normalizers) == TitleKey(key)
+
+
+def test_an_index_without_a_keyword_title_field_cannot_hop_and_says_why() -> None:
+    text_only = mapped_fields({"properties": {"name": {"type": "text"}}})
+    assert title_key("name", text_only) == TitleKey(None, "its title field [name] is text without a keyword sub-field")
+    folding = {"type": "keyword", "normalizer": "folding"}
+    odd = mapped_fields({"properties": {"name": {"type": "text", "fields": {"f": folding}}}})
+    found = title_key("name", odd, {"folding": {"filter": ["lowercase", "asciifolding"]}})
+    assert found.key is None and "[name.f] normalizer [folding]" in found.why
+    attachment = Attachment("kb", FieldMap(title="name", text="body"), title_key=found)
+    facts = IndexFacts.attached(attachment)
+    assert facts.link_key is None and facts.hop_note.startswith("index [kb] cannot hop: the keyword fields")
+
+
+def test_the_title_key_is_recorded_and_an_old_record_has_none() -> None:
+    fields = FieldMap(title="name", text="body")
+    found = Attachment("kb", fields, title_key=TitleKey(LinkKey("name.lc", "lowercase")))
+    again = Attachment.from_doc(found.to_doc())
+    assert again == found and IndexFacts.attached(again).link_key == LinkKey("name.lc", "lowercase")
+    none = Attachment("kb", fields, title_key=TitleKey(None, "why not"))
+    assert Attachment.from_doc(none.to_doc()) == none
+    old = {key: value for key, value in found.to_doc().items() if key != "title_key"}  # attached before hops
+    assert Attachment.from_doc(old).title_key is None
+    assert IndexFacts("hopsearch-passages", {}).link_key == LinkKey("title.keyword")

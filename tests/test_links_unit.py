@@ -35,3 +35,13 @@ def test_a_year_alone_or_a_word_the_text_also_writes_in_lower_case_is_no_name() 
     found = spans("The film was made in 1943. Film critics liked the film; Jaws 2 came later.")
     assert "1943" not in found and "The" not in found and "Film" not in found
     assert "Jaws 2" in found and "Jaws" in found
+
+
+def test_names_and_titles_are_paired_without_regard_to_case_or_a_disambiguation() -> None:
+    first = [Hit("m", 2.0, "Baby Face Morgan", "Directed by Arthur Dreifuss; the film Baby Face MORGAN.")]
+    linked = [Hit("d", 5.0, "ARTHUR DREIFUSS (director)", "His life.")]  # a lowercase normalizer's key, say
+    found = candidates("Who directed it?", first)
+    assert "Arthur Dreifuss" in found.named_by and "Baby Face MORGAN" not in found.named_by  # its own title
+    hits, links = ranked(first, linked, found, k=3)
+    assert [h.id for h in hits] == ["m", "d"]
+    assert [(x.name, x.source, x.passage) for x in links] == [("Arthur Dreifuss", "m", "d")]

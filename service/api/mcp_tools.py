@@ -120,6 +120,8 @@ async def _run_search(
         found["vector_index"] = result.vector_index
     if result.index_note:
         found["index_note"] = result.index_note
+    if result.hops_note:
+        found["hops_note"] = result.hops_note
     return found
 
 

@@ -192,6 +192,9 @@ class RetrieveResponse(SearchResponse):
     legs: dict[str, list[HitModel]] | None = None
     without_vectors: int = Field(0, description="Documents of the index without a vector (dense cannot find them).")
     warning: str | None = None
+    hops_note: str | None = Field(
+        None, description="`hops: 1` over an index that cannot hop (an attached index without a keyword title): why."
+    )
 
 
 class CitationModel(BaseModel):

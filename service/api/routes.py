@@ -79,6 +79,8 @@ def retrieve_envelope(
         body["index_note"] = result.index_note
     if result.links:
         body["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+    if result.hops_note:
+        body["hops_note"] = result.hops_note
     return body
 
 

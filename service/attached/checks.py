@@ -1,13 +1,14 @@
 """The checks of a field map (:mod:`hopsearch.service.attached.fieldmap`) against an index's mapping, made when an
-index is attached: each mapped field exists with a type hopsearch can use, and how its vectors are searched.
-Pure: the store reads the mapping (:meth:`hopsearch.service.store.attachments.Attachments.attach`)."""
+index is attached: each mapped field exists with a type hopsearch can use, how its vectors are searched, and
+which keyword field of its title the second hop looks names up in (:func:`title_key`). Pure: the store reads
+the mapping (:meth:`hopsearch.service.store.attachments.Attachments.attach`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from hopsearch.service.attached.fieldmap import FieldMap
+from hopsearch.service.attached.fieldmap import FieldMap, Fold, LinkKey, TitleKey
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.types import DenseMethod
 
@@ -86,6 +87,57 @@ def vector_mode(found: Mapping[str, Any], major: int, server: DenseMethod) -> De
     if server == "knn":
         return "knn" if bool(found.get("index", major >= 8)) else "rerank"
     return "script_score" if server == "script_score" else "rerank"
+
+
+def _keyword_fields(title: str, mapped: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str | None]]:
+    """The ``keyword`` fields that hold the title field's whole value, each with its normalizer: the field
+    itself where it is one, then its sub-fields (``keyword`` first, then by name)."""
+    found = mapped.get(title) or {}
+    out: list[tuple[str, str | None]] = []
+    if found.get("type") == "keyword":
+        out.append((title, found.get("normalizer")))
+    subs = sorted((found.get("fields") or {}).items(), key=lambda item: (item[0] != "keyword", item[0]))
+    out += [(f"{title}.{sub}", body.get("normalizer")) for sub, body in subs if body.get("type") == "keyword"]
+    return out
+
+
+def custom_normalizers(title: str, mapped: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The normalizers of the title's keyword fields that are not built in (their definitions are in the
+    index's settings, ``index.analysis.normalizer``)."""
+    return {name for _, name in _keyword_fields(title, mapped) if name is not None and name != "lowercase"}
+
+
+def _fold(name: str | None, normalizers: Mapping[str, Any]) -> Fold | None:
+    """How a keyword field with the normalizer ``name`` folds names, or None where hopsearch cannot fold a
+    name the same way (it then could not tell which name found which passage)."""
+    if name is None:
+        return "exact"
+    custom = normalizers.get(name)
+    if custom is None:
+        return "lowercase" if name == "lowercase" else None
+    filters = custom.get("filter") or []
+    filters = [filters] if isinstance(filters, str) else list(filters)
+    return "lowercase" if filters == ["lowercase"] and not custom.get("char_filter") else None
+
+
+def title_key(
+    title: str, mapped: Mapping[str, Mapping[str, Any]], normalizers: Mapping[str, Any] | None = None
+) -> TitleKey:
+    """Where the second hop looks titles up in an index mapped as ``mapped`` (custom ``normalizers`` from
+    its settings): the title field itself if it is a ``keyword``, else a ``keyword`` sub-field of it (of
+    any name), one without a normalizer before one with a ``lowercase`` normalizer; none, and why, where
+    there is no such field or each folds names in a way hopsearch does not."""
+    candidates = _keyword_fields(title, mapped)
+    if not candidates:
+        kind = (mapped.get(title) or {}).get("type", "missing")
+        return TitleKey(None, f"its title field [{title}] is {kind} without a keyword sub-field")
+    folds = [(field, _fold(name, normalizers or {})) for field, name in candidates]
+    for wanted in ("exact", "lowercase"):
+        for field, fold in folds:
+            if fold == wanted:
+                return TitleKey(LinkKey(field, wanted))
+    named = ", ".join(f"[{field}] normalizer [{name}]" for field, name in candidates)
+    return TitleKey(None, f"the keyword fields of its title fold names in ways hopsearch does not ({named})")
 
 
 def _some(mapped: Mapping[str, Any]) -> str:

@@ -21,6 +21,39 @@ from hopsearch.service.types import DenseMethod, RetrievalQuery
 
 #: The layouts ``hopsearch indices attach --layout`` knows.
 Layout = Literal["elastic-connector", "elastic-crawler"]
+#: How a link key's field folds what it holds: ``exact`` (a keyword field without a normalizer) or ``lowercase``
+#: (a ``lowercase`` normalizer). Either way the hop looks names up without regard to case
+#: (``case_insensitive``) and pairs names with titles case-folded (:mod:`hopsearch.service.retrieval.links`).
+Fold = Literal["exact", "lowercase"]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkKey:
+    """Where the second hop (``hops: 1``) looks names up: a ``keyword`` field holding each passage's whole
+    title (``title.keyword`` in hopsearch's own passages), and how it folds what is looked up in it."""
+
+    field: str
+    fold: Fold = "exact"
+
+
+@dataclass(frozen=True, slots=True)
+class TitleKey:
+    """What was found for an attached index's hop: its :class:`LinkKey`, or none and ``why`` (it then
+    searches one hop, and says so)."""
+
+    key: LinkKey | None
+    why: str = ""
+
+    def to_doc(self) -> dict[str, Any]:
+        if self.key is None:
+            return {"field": None, "why": self.why}
+        return {"field": self.key.field, "fold": self.key.fold}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> TitleKey:
+        if not doc.get("field"):
+            return cls(None, str(doc.get("why") or "no keyword field of its title was found"))
+        return cls(LinkKey(str(doc["field"]), "lowercase" if doc.get("fold") == "lowercase" else "exact"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +109,8 @@ def _optional(value: Any) -> str | None:
 
 #: hopsearch's own passages (``es_mappings/passages.json``).
 HOPSEARCH_FIELDS = FieldMap()
+#: Where the hop looks titles up in hopsearch's own passages.
+HOPSEARCH_LINK_KEY = LinkKey(f"{HOPSEARCH_FIELDS.title}.keyword")
 
 #: What the presets map (Elastic's connectors: SharePoint, Confluence, Google Drive, S3 …; the crawler).
 PRESETS: dict[str, FieldMap] = {
@@ -93,7 +128,8 @@ class Attachment:
     """An index (or alias) hopsearch answers over without owning it: its field map, the embedder of its
     vectors (``embedder``, ``dims``, how they are searched: ``vector_mode``), its language where no field
     holds it (``lang``), how its ACL values name principals (``identities``) and how documents without
-    any read (``acl_default``; an index without an ACL field reads as private: admins only)."""
+    any read (``acl_default``; an index without an ACL field reads as private: admins only), and where its
+    hop looks titles up (``title_key``; ``None``: recorded before hops, found at first use)."""
 
     index: str
     fields: FieldMap
@@ -106,6 +142,7 @@ class Attachment:
     layout: str | None = None
     attached_at: str = ""
     checks: Mapping[str, Any] = field(default_factory=dict)
+    title_key: TitleKey | None = None
 
     @property
     def acl(self) -> AclRule:
@@ -143,6 +180,7 @@ class Attachment:
             "layout": self.layout,
             "attached_at": self.attached_at,
             "checks": dict(self.checks),
+            "title_key": self.title_key.to_doc() if self.title_key is not None else None,
         }
 
     @classmethod
@@ -162,6 +200,7 @@ class Attachment:
             layout=_optional(doc.get("layout")),
             attached_at=str(doc.get("attached_at") or ""),
             checks=dict(doc.get("checks") or {}),
+            title_key=TitleKey.from_doc(doc["title_key"]) if doc.get("title_key") else None,
         )
 
 

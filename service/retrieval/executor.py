@@ -82,6 +82,7 @@ class EsRetriever:
         """What planning needs of ``index``: an attached index's field map, else its ``_meta.hopsearch``."""
         attachment = await self.store.attachment(index)
         if attachment is not None:
+            attachment = await self.store.with_title_key(attachment)  # a record made before hops: found once
             return replace(IndexFacts.attached(attachment), synonyms=self.synonyms)
         return IndexFacts(index, await self.store.index_meta(index), synonyms=self.synonyms)
 
@@ -207,16 +208,18 @@ class EsRetriever:
         return done
 
     async def _hop(self, facts: IndexFacts, results: Sequence[SearchResult]) -> list[SearchResult]:
-        """The second hop of the results whose query asks for one: ONE ``_msearch`` of title lookups (each
-        under its query's filters, the scope's included), ranked with the first hop (:mod:`.links`). An
-        attached index has no title key known here: it answers with one hop."""
-        if facts.attachment is not None:
-            return list(results)
-        todo = [(i, r, links.candidates(r.query.text, r.hits)) for i, r in enumerate(results) if r.query.hops > 0]
+        """The second hop of the results whose query asks for one: ONE ``_msearch`` of lookups in the index's
+        link key (each under its query's filters, the scope's included), ranked with the first hop
+        (:mod:`.links`). An index without a link key (an attached one without a keyword field of its
+        titles) answers with one hop, and its results say why."""
+        key = facts.link_key
+        if key is None:
+            return [replace(r, hops_note=facts.hop_note) if r.query.hops > 0 else r for r in results]
+        asked = [(i, r) for i, r in enumerate(results) if r.query.hops > 0]
+        todo = [(i, r, links.candidates(r.query.text, r.hits)) for i, r in asked]
         todo = [(i, r, found) for i, r, found in todo if found.named_by]
         if not todo:
             return list(results)
-        key = f"{facts.fields.title}.keyword"
         kind, searched = self.store.settings.bm25_query, facts.fields.searched
         bodies = [
             (
@@ -224,7 +227,7 @@ class EsRetriever:
                 links.lookup_body(
                     r.query,
                     found.names,
-                    key,
+                    key.field,
                     facts.source,
                     scored_by=match_of(r.query, ja_query(r.query.text, facts.meta, facts.synonyms), 1.0, searched, kind),
                 ),
@@ -234,7 +237,8 @@ class EsRetriever:
         responses = await self.store.msearch(bodies)
         out = list(results)
         for (i, result, found), response in zip(todo, responses, strict=True):
-            hits, followed = links.ranked(result.hits, hits_of(response, facts.fields), found, result.query.k)
+            linked = hits_of(response, facts.fields)
+            hits, followed = links.ranked(result.hits, linked, found, result.query.k)
             out[i] = replace(result, hits=tuple(hits), links=tuple(followed))
         return out
 

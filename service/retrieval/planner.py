@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, HOPSEARCH_LINK_KEY, Attachment, FieldMap, LinkKey
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
 from hopsearch.service.retrieval.bodies import (
     DEFAULT_BM25,
@@ -45,10 +45,23 @@ class IndexFacts:
     attachment: Attachment | None = None
     #: The ``ja_synonyms`` setting's groups (Japanese BM25 queries name every term of a group they name).
     synonyms: Synonyms | None = None
+    #: Where the second hop looks names up (every index's: ``title.keyword`` in hopsearch's own passages,
+    #: an attached index's as found when attached); None: the index cannot hop (:attr:`hop_note` says why).
+    link_key: LinkKey | None = HOPSEARCH_LINK_KEY
 
     @classmethod
     def attached(cls, attachment: Attachment) -> IndexFacts:
-        return cls(attachment.index, attachment.meta(), attachment.fields, attachment)
+        key = attachment.title_key.key if attachment.title_key is not None else None
+        return cls(attachment.index, attachment.meta(), attachment.fields, attachment, link_key=key)
+
+    @property
+    def hop_note(self) -> str:
+        """Why a query asking for a second hop over this index searched one (empty where it can hop)."""
+        if self.link_key is not None:
+            return ""
+        known = self.attachment.title_key if self.attachment is not None else None
+        why = known.why if known is not None else "no keyword field of its titles is known"
+        return f"index [{self.index}] cannot hop: {why}; one hop was searched"
 
     def bind(self, scope: Scope) -> Scope:
         """``scope`` with this index's readers (an attached index's ACL field, rule and default)."""

@@ -1,8 +1,9 @@
 """Attached indices in the store: their field maps kept in ``<prefix>-attached`` (one document per index,
 so every service process sees the same), read once per index per process and kept :data:`ATTACHED_TTL_S`.
 
-The attached indices themselves are only ever read (searches, ``_mapping``, a sample of documents at
-attach time): nothing here or anywhere else writes to them.
+The attached indices themselves are only ever read (searches; ``_mapping``, ``_settings`` where a custom
+normalizer is named, and a sample of documents at attach time; the mapping once per process for a record
+made before hops, :meth:`Attachments.with_title_key`): nothing here or anywhere else writes to them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attached.checks import check_fields, mapped_fields, vector_mapping, vector_mode
-from hopsearch.service.attached.fieldmap import Attachment, field_text
+from hopsearch.service.attached.checks import (
+    check_fields,
+    custom_normalizers,
+    mapped_fields,
+    title_key,
+    vector_mapping,
+    vector_mode,
+)
+from hopsearch.service.attached.fieldmap import Attachment, TitleKey, field_text
 from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
 from hopsearch.service.store.documents import Documents
 from hopsearch.service.store.esclient import body_of, call
@@ -91,14 +99,19 @@ class Attachments(IndexLifecycle, Documents, Searches):
             self._attached_cache().pop(index, None)
         return True
 
-    async def mapping_fields(self, index: str) -> dict[str, dict[str, Any]]:
-        """The fields of ``index`` (every index behind an alias: a field must be in each, with one type)."""
+    async def _mappings(self, index: str) -> dict[str, dict[str, dict[str, Any]]]:
+        """The fields of each index behind ``index`` (:func:`~hopsearch.service.attached.checks.mapped_fields`)."""
         response = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        return {concrete: mapped_fields(body.get("mappings") or {}) for concrete, body in sorted(response.items())}
+
+    async def mapping_fields(
+        self, index: str, mappings: dict[str, dict[str, dict[str, Any]]] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The fields of ``index`` (every index behind an alias: a field must be in each, with one type)."""
         merged: dict[str, dict[str, Any]] = {}
-        for concrete, body in sorted(response.items()):
-            fields = mapped_fields(body.get("mappings") or {})
+        for concrete, fields in (mappings if mappings is not None else await self._mappings(index)).items():
             if not merged:
-                merged = fields
+                merged = dict(fields)
                 continue
             for name in list(merged):
                 if name not in fields:
@@ -111,6 +124,46 @@ class Attachments(IndexLifecycle, Documents, Searches):
                     )
         return merged
 
+    async def title_key(
+        self, index: str, title: str, mappings: dict[str, dict[str, dict[str, Any]]] | None = None
+    ) -> TitleKey:
+        """Where the second hop looks titles up in ``index`` (:func:`~hopsearch.service.attached.checks.title_key`):
+        the same field in every index behind an alias, else none. ``_settings`` is read only where a custom
+        normalizer is named."""
+        mappings = mappings if mappings is not None else await self._mappings(index)
+        custom = set().union(*(custom_normalizers(title, fields) for fields in mappings.values()))
+        normalizers: dict[str, Any] = {}
+        if custom:
+            response = body_of(await call(self.client.indices.get_settings(index=index), f"get settings {index}"))
+            for concrete, body in response.items():
+                analysis = body.get("settings", {}).get("index", {}).get("analysis", {})
+                normalizers[concrete] = analysis.get("normalizer") or {}
+        keys = {concrete: title_key(title, fields, normalizers.get(concrete)) for concrete, fields in mappings.items()}
+        if len(set(keys.values())) == 1:
+            return next(iter(keys.values()))
+        found = ", ".join(f"[{concrete}] {key.key.field if key.key else 'none'}" for concrete, key in keys.items())
+        return TitleKey(None, f"the indices behind it look titles up in different fields ({found})")
+
+    async def with_title_key(self, attachment: Attachment) -> Attachment:
+        """``attachment`` with where its hop looks titles up: as recorded when it was attached, or, for a
+        record made before hops, found in the index's mapping once per process (as attaching it again would
+        find it; where the mapping cannot be read: none, and why, read again after :data:`ATTACHED_TTL_S`)."""
+        if attachment.title_key is not None:
+            return attachment
+        now = time.monotonic()
+        wanted = (attachment.index, attachment.attached_at)
+        kept: tuple[float, TitleKey] | None = self._title_keys.get(wanted)
+        if kept is None or kept[0] < now:
+            try:
+                kept = (math.inf, await self.title_key(attachment.index, attachment.fields.title))
+            except StoreError as exc:
+                why = f"it was attached before hops and its mapping could not be read ({exc})"
+                kept = (now + ATTACHED_TTL_S, TitleKey(None, why))
+            if len(self._title_keys) > 1024:
+                self._title_keys.clear()
+            self._title_keys[wanted] = kept
+        return replace(attachment, title_key=kept[1])
+
     async def bound(self, scope: Scope) -> Scope:
         """``scope`` over its index as attached (its ACL field and rule, its ``acl_default``); as it is over
         hopsearch's own indices."""
@@ -121,8 +174,9 @@ class Attachments(IndexLifecycle, Documents, Searches):
         """Check ``attachment`` against its index and record it: every mapped field exists with a usable
         type (:func:`~hopsearch.service.attached.fieldmap.check_fields`); a vector field is a ``dense_vector`` of
         ``embedder``'s dimensions, and a sample of documents re-embedded with it lands close to their stored
-        vectors (MiniLM and e5 are both 384-d: only the vectors tell them apart). Reads only, then one
-        document in ``<prefix>-attached``. Returns the attachment as recorded (embedder, mode, checks)."""
+        vectors (MiniLM and e5 are both 384-d: only the vectors tell them apart); the keyword field of the
+        title that the second hop looks names up in is found (:meth:`title_key`). Reads only, then one
+        document in ``<prefix>-attached``. Returns the attachment as recorded (embedder, mode, checks, title key)."""
         index = attachment.index
         if index == self.settings.passages_alias or index.startswith(f"{self.settings.index_prefix}-"):
             raise ConfigError(f"[{index}] is hopsearch's own index: it needs no attaching", details={"index": index})
@@ -133,9 +187,11 @@ class Attachments(IndexLifecycle, Documents, Searches):
             )
         if not await self.exists(index):
             raise IndexMissing(f"no such index or alias [{index}] to attach", details={"index": index})
-        mapped = await self.mapping_fields(index)
+        mappings = await self._mappings(index)
+        mapped = await self.mapping_fields(index, mappings)
         fields = attachment.fields
         check_fields(index, fields, mapped)
+        attachment = replace(attachment, title_key=await self.title_key(index, fields.title, mappings))
         if fields.vector is None:
             if embedder is not None:
                 raise ConfigError("--embedder needs --vector-field (the field holding its vectors)")

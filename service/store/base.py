@@ -22,6 +22,8 @@ class Connected:
         self._meta_cache: dict[str, dict[str, Any]] = {}
         #: attached index → (when read, its attachment or None): :mod:`.attachments`
         self._attached: dict[str, Any] = {}
+        #: (attached index, attached_at) → (until when, its hop's title key), for records made before hops
+        self._title_keys: dict[tuple[str, str], Any] = {}
         self._licence: dict[str, Any] | None = None
         #: Why the cluster refused Elasticsearch's rrf retriever, once it has (a capability learnt once per
         #: cluster: later hybrid queries asking for it run client-side RRF without asking again).

@@ -155,13 +155,15 @@ class RunContext:
 
 def step_details(result: SearchResult) -> dict[str, Any] | None:
     """What a retrieve step records beside its hits: the documents without vectors (``--no-embed``: the
-    dense side could not find those) and the names the hop followed (each: the name, the passage or the
-    question that named it, the linked passage it found in the caller's scope)."""
+    dense side could not find those), the names the hop followed (each: the name, the passage or the
+    question that named it, the linked passage it found in the caller's scope) or why the index could not hop."""
     details: dict[str, Any] = {}
     if result.without_vectors:
         details["without_vectors"] = result.without_vectors
     if result.links:
         details["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+    if result.hops_note:
+        details["hops_note"] = result.hops_note
     return details or None
 
 
