@@ -45,8 +45,9 @@ COMMON = [
     ("p-film", "Film", "Moving pictures on a screen."),
 ]
 SECRET = "HOP-SECRET-MARKER-4"
-#: A restricted paragraph only the hop reaches: titled as the film's paragraph names it, readable by hr.
-RESTRICTED = ("p-secret", "Arthur Dreifuss", f"Arthur Dreifuss kept a diary in Frankfurt: {SECRET}.")
+#: A restricted paragraph only the hop reaches: titled as the film's paragraph names it with a disambiguation
+#: ("Arthur Dreifuss (diarist)": a second title the name leads to), readable by hr.
+RESTRICTED = ("p-secret", "Arthur Dreifuss (diarist)", f"Arthur Dreifuss kept a diary in Frankfurt: {SECRET}.")
 
 
 async def _load(store: Store, rows: list[tuple[str, str, str]], acl: dict[str, list[str]]) -> None:

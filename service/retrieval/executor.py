@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from hopsearch.service.access import Scope
 from hopsearch.service.attached.fieldmap import renamed
@@ -208,45 +209,78 @@ class EsRetriever:
         return done
 
     async def _hop(self, facts: IndexFacts, results: Sequence[SearchResult]) -> list[SearchResult]:
-        """The second hop of the results whose query asks for one: ONE ``_msearch`` of lookups in the index's
-        link key (each under its query's filters, the scope's included), ranked with the first hop
-        (:mod:`.links`). An index without a link key (an attached one without a keyword field of its
-        titles) answers with one hop, and its results say why."""
+        """The second hop of the results whose query asks for one: ONE ``_msearch`` of a title lookup in the
+        index's link key and, where the first hop repeats a document, a mention search (each under its
+        query's filters, the scope's included), ranked with the first hop (:mod:`.links`). An index without
+        a link key (an attached one without a keyword field of its titles) answers with one hop, and its
+        results say why."""
         key = facts.link_key
         if key is None:
             return [replace(r, hops_note=facts.hop_note) if r.query.hops > 0 else r for r in results]
-        asked = [(i, r) for i, r in enumerate(results) if r.query.hops > 0]
-        todo = [(i, r, links.candidates(r.query.text, r.hits)) for i, r in asked]
-        todo = [(i, r, found) for i, r, found in todo if found.named_by]
-        if not todo:
+        hops = [_HopPlan.of(i, r, facts) for i, r in enumerate(results) if r.query.hops > 0]
+        hops = [hop for hop in hops if hop.found.named_by or hop.phrases]
+        if not hops:
             return list(results)
-        kind, searched = self.store.settings.bm25_query, facts.fields.searched
-        bodies = [
-            (
-                facts.index,
-                links.lookup_body(
-                    r.query,
-                    found.names,
-                    key.field,
-                    facts.source,
-                    scored_by=match_of(r.query, ja_query(r.query.text, facts.meta, facts.synonyms), 1.0, searched, kind),
-                ),
-            )
-            for _, r, found in todo
-        ]
-        responses = await self.store.msearch(bodies)
+        bodies = [body for hop in hops for body in self._hop_bodies(hop, facts, key.field)]
+        responses = iter(await self.store.msearch(bodies))
         out = list(results)
-        for (i, result, found), response in zip(todo, responses, strict=True):
-            linked = hits_of(response, facts.fields)
-            hits, followed = links.ranked(result.hits, linked, found, result.query.k)
-            out[i] = replace(result, hits=tuple(hits), links=tuple(followed))
+        for hop in hops:
+            linked = hits_of(next(responses), facts.fields) if hop.found.named_by else []
+            mentioned: list[tuple[str, Hit]] = []
+            if hop.phrases:
+                response = next(responses)
+                names = [name for name, _ in hop.phrases]
+                for raw, hit in zip(raw_hits(response), hits_of(response, facts.fields), strict=True):
+                    name = links.mentioned_by(raw, names)
+                    if name is not None:
+                        mentioned.append((name, hit))
+            result = hop.result
+            hits, followed = links.ranked(result.hits, linked, hop.found, result.query.k, mentioned)
+            out[hop.slot] = replace(result, hits=tuple(hits), links=tuple(followed))
         return out
+
+    def _hop_bodies(self, hop: _HopPlan, facts: IndexFacts, key: str) -> list[tuple[str, dict[str, Any]]]:
+        """The title lookup (where names were found) and the mention search (where asked) of one query."""
+        query = hop.result.query
+        ja = ja_query(query.text, facts.meta, facts.synonyms)
+        scored = match_of(query, ja, 1.0, facts.fields.searched, self.store.settings.bm25_query)
+        bodies: list[tuple[str, dict[str, Any]]] = []
+        if hop.found.named_by:
+            names = hop.found.names
+            bodies.append((facts.index, links.lookup_body(query, names, key, facts.source, scored_by=scored)))
+        if hop.phrases:
+            namers = list(dict.fromkeys(links.document_of(hit) for hit in hop.result.hits[: links.NAMERS]))
+            phrases = [phrase for _, phrase in hop.phrases]
+            bodies.append((facts.index, links.mention_body(query, phrases, namers, facts.source, scored)))
+        return bodies
 
     async def _rerank(self, result: SearchResult) -> SearchResult:
         if not result.query.rerank or self.reranker is None:
             return result
         hits = await self.reranker.rerank(result.query.text, result.hits)
         return replace(result, hits=tuple(hits[: result.query.k]), reranked_by=self.reranker.model)
+
+
+@dataclass(frozen=True, slots=True)
+class _HopPlan:
+    """One result's second hop: its names, and the phrases (each with its name) of its mention search."""
+
+    slot: int
+    result: SearchResult
+    found: links.Candidates
+    phrases: tuple[tuple[str, links.Phrase], ...]
+
+    @classmethod
+    def of(cls, slot: int, result: SearchResult, facts: IndexFacts) -> _HopPlan:
+        """Mentions only in hopsearch's own passages (chunks of documents), where the first hop repeats one."""
+        mentions = facts.attachment is None and links.repeats(result.hits, result.query.k)
+        found = links.candidates(result.query.text, result.hits, mentions=mentions)
+        phrases: list[tuple[str, links.Phrase]] = []
+        for name in found.mentions:
+            for term in (name, *(facts.synonyms.terms_of(name) if facts.synonyms else ())):
+                ja = ja_query(term, facts.meta)
+                phrases.append((name, ja if ja is not None else (term, facts.fields.searched)))
+        return cls(slot, result, found, tuple(phrases))
 
 
 def index_kind(facts: IndexFacts, method: DenseMethod) -> str:

@@ -1,17 +1,26 @@
 """The second hop (``hops: 1``): the passages that the question and the first-hop passages *name*, found in
-ONE more ``_msearch`` and ranked with the first hop. Pure functions here; the executor runs the bodies.
+ONE more ``_msearch`` (one or two bodies a query) and ranked with the first hop. Pure functions here; the
+executor runs the bodies.
 
-- Names: word n-grams (1–:data:`MAX_WORDS` words) of the question and of the top :data:`NAMERS` first-hop
-  passages that start and end with a capitalised word or a number (a possessive ``'s`` dropped); each
-  looked up against the title's keyword field without regard to case, as the whole title or as a title
-  that adds a disambiguation in brackets ("Mark Robson" → "Mark Robson (film director)"), in a filter
-  that carries the query's filters (the caller's Scope included), so a passage the caller may not read is
-  never a link. The lookup scores what it finds by the question, so of several passages one name titles
-  the one the question is about comes first.
-- Ranking (:func:`ranked`): the passages the question names first (they are what it asks about, whether
-  the lookup or the first hop found them), then the first hop in its order, each passage followed by the
-  passages it names, cut to ``k``. The passages the question names name passages too. Kept by the
-  numbers (README, "Multi-hop retrieval").
+- Names (:func:`names_of`): in English (any text that is not Japanese), word n-grams (1–:data:`MAX_WORDS`
+  words) that start and end with a capitalised word or a number (a possessive ``'s`` dropped); in Japanese,
+  SudachiPy's runs of nouns that hold a proper noun, a code or katakana
+  (:meth:`~hopsearch.service.text.japanese.JapaneseTokenizer.names`, 異体字 folded).
+- Titles (:func:`lookup_body`): the names of the question, of the first-hop passages the question names
+  and of the top :data:`NAMERS` first-hop passages, looked up against the index's link key (a keyword field
+  of whole titles) without regard to case, as the whole title or as a title that adds a disambiguation in
+  brackets ("Mark Robson" → "Mark Robson (film director)"), scored by the question, so of several
+  passages one name titles the one the question is about comes first. Each linked passage is placed right
+  after the passage that named it (the question's first, whether the lookup or the first hop found them).
+- Mentions (:func:`mention_body`), where the first hop repeats a document within ``k`` (several chunks of
+  one file: company documents are rarely titled by the names they hold): the names of the top
+  :data:`NAMERS` passages that the question does not hold, searched as phrases in the titles and texts of
+  other documents, scored by the names and the question. Each repeated chunk's place goes to the best
+  mention of a document not yet above it (the chunk moves to the end), so no document the first hop found
+  in the top ``k`` is pushed out by a mention.
+
+Every body carries the query's filters (the caller's Scope included), so a passage the caller may not read
+is never a link. Kept by the numbers (README, "Multi-hop retrieval").
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hopsearch.service.retrieval.bodies import Source, filters_of
+from hopsearch.service.text.japanese import tokenizer
+from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.types import Hit, Link, RetrievalQuery
 
 #: How many first-hop passages are read for names (besides those the question names).
@@ -33,6 +44,10 @@ MAX_WORDS = 6
 LOOKUP_SIZE = 50
 #: Where the question's own names come from (``Link.source``).
 QUESTION = "question"
+#: The most names one mention search holds (the first named first).
+MENTIONS = 64
+#: The most passages one mention search returns.
+MENTION_SIZE = 20
 
 _WORD = re.compile(r"[\w'’&.\-]+|[(),:]")
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -91,32 +106,56 @@ def title_keys(title: str) -> tuple[str, ...]:
     return (whole,) if bare == whole or not bare else (whole, bare)
 
 
+def names_of(text: str) -> list[str]:
+    """The names of ``text``: Japanese by SudachiPy's nouns, any other by capitalised n-grams (:func:`spans`)."""
+    return tokenizer().names(text) if detect_lang(text) == "ja" else spans(text)
+
+
+def document_of(hit: Hit) -> str:
+    """The document a passage is a chunk of (``doc_id``: a file, a DPR row, a QA paragraph), else itself."""
+    return str(hit.source.get("doc_id") or hit.id)
+
+
+def repeats(hits: Sequence[Hit], k: int) -> bool:
+    """Whether the top ``k`` hits hold two chunks of one document (places a mention may take)."""
+    docs = [document_of(hit) for hit in hits[:k]]
+    return len(set(docs)) < len(docs)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """The names of one query: each name and the ids of what named it (:data:`QUESTION` or a passage id)."""
+    """The names of one query: each title name and the ids of what named it (:data:`QUESTION` or a
+    passage id), and each mention name with the passage that named it first."""
 
     named_by: Mapping[str, tuple[str, ...]]
+    mentions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
         return list(self.named_by)
 
 
-def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS) -> Candidates:
+def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS, mentions: bool = False) -> Candidates:
     """The names the question and the hits name, each with what named it, the question first: the hits
-    the question names (by title) and the first ``namers`` hits; a hit's own title is not a name it gives."""
+    the question names (by title) and the first ``namers`` hits; a hit's own title is not a name it gives.
+    ``mentions``: also the names of the first ``namers`` hits that the question does not hold."""
     named_by: dict[str, list[str]] = {}
-    for name in spans(question):
+    for name in names_of(question):
         named_by.setdefault(name, []).append(QUESTION)
     asked = {name_key(name) for name in named_by}
     readers = [hit for hit in hits if asked.intersection(title_keys(hit.title))]
     readers += [hit for hit in hits[:namers] if hit not in readers]
+    held = name_key(question)
+    mentioned: dict[str, str] = {}
     for hit in readers:
         own = title_keys(hit.title)
-        for name in spans(hit.text):
-            if name_key(name) not in own:
+        for name in names_of(hit.text):
+            key = name_key(name)
+            if key not in own:
                 named_by.setdefault(name, []).append(hit.id)
-    return Candidates({name: tuple(by) for name, by in named_by.items()})
+            if mentions and key not in held and hit in hits[:namers] and len(mentioned) < MENTIONS:
+                mentioned.setdefault(name, hit.id)
+    return Candidates({name: tuple(by) for name, by in named_by.items()}, mentioned)
 
 
 def name_clauses(names: Sequence[str], key: str) -> list[dict[str, Any]]:
@@ -146,15 +185,76 @@ def lookup_body(
     return {"size": size, "track_total_hits": False, "query": {"bool": query_body}, "_source": source}
 
 
-def ranked(first: Sequence[Hit], linked: Sequence[Hit], found: Candidates, k: int) -> tuple[list[Hit], list[Link]]:
+#: A name as an index searches it as a phrase: the text and the fields, the title field first
+#: (:func:`~hopsearch.service.text.japanese.ja_query`'s for Japanese, else the name in ``title`` and ``text``).
+Phrase = tuple[str, Sequence[str]]
+
+
+def mention_body(
+    query: RetrievalQuery,
+    phrases: Sequence[Phrase],
+    elsewhere: Sequence[str],
+    source: Source,
+    scored_by: Mapping[str, Any] | None = None,
+    size: int = MENTION_SIZE,
+) -> dict[str, Any]:
+    """The search of the passages of documents other than ``elsewhere`` (``doc_id``) whose title or text holds
+    one of ``phrases`` (each clause named by its phrase's place, so a hit says which it holds: its
+    ``matched_queries``), under the query's filters, scored by the phrases (a title's twice) and by
+    ``scored_by``."""
+    clauses: list[dict[str, Any]] = []
+    for n, (text, fields) in enumerate(phrases):
+        for place, field_name in enumerate(fields):
+            phrase: dict[str, Any] = {"query": text, "_name": str(n)}
+            if place == 0 and len(fields) > 1:
+                phrase["boost"] = 2.0
+            clauses.append({"match_phrase": {field_name: phrase}})
+    query_body: dict[str, Any] = {
+        "must": [{"bool": {"should": clauses, "minimum_should_match": 1}}],
+        "filter": filters_of(query),
+        "must_not": [{"terms": {"doc_id": list(elsewhere)}}],
+    }
+    if scored_by is not None:
+        query_body["should"] = [dict(scored_by)]
+    return {"size": size, "track_total_hits": False, "query": {"bool": query_body}, "_source": source}
+
+
+def mentioned_by(raw: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    """The name a mention search's raw hit holds (by its ``matched_queries``): the longest of those it holds,
+    the most particular ("北陸工場" rather than "北陸")."""
+    held = [names[int(place)] for place in raw.get("matched_queries") or () if str(place).isdigit()]
+    held = [name for name in held if name]
+    return max(held, key=len) if held else None
+
+
+def ranked(
+    first: Sequence[Hit],
+    linked: Sequence[Hit],
+    found: Candidates,
+    k: int,
+    mentioned: Sequence[tuple[str, Hit]] = (),
+) -> tuple[list[Hit], list[Link]]:
     """The first hop with the linked passages placed by what named them (:mod:`this module's docstring
-    <hopsearch.service.retrieval.links>`), cut to ``k``, and the links that brought a passage in."""
+    <hopsearch.service.retrieval.links>`), cut to ``k``, and the links that brought a passage in:
+    ``linked`` found by titles, ``mentioned`` (each with the name it holds) by mentions."""
+    out, links = _titled(first, linked, found)
+    out, links = _filled(out, links, mentioned, found, k)
+    kept = {hit.id for hit in out[:k]}
+    return out[:k], [link for link in links if link.passage in kept]
+
+
+def _titled(first: Sequence[Hit], linked: Sequence[Hit], found: Candidates) -> tuple[list[Hit], list[Link]]:
+    """The first hop, the passages the question names ahead, each passage followed by those it names."""
     keyed: dict[str, list[str]] = {}
     for name in found.named_by:
         keyed.setdefault(name_key(name), []).append(name)
     after: dict[str, list[tuple[str, Hit]]] = {}
     placed: set[str] = set()
+    titles = {name_key(hit.title) for hit in first}
     for hit in [*first, *linked]:  # the first hop's own passages are named too (the question's go first)
+        if hit.id in placed or (hit not in first and name_key(hit.title) in titles):
+            continue  # one passage of a linked title: its best by the question
+        titles.add(name_key(hit.title))
         for key in title_keys(hit.title):
             for name in keyed.get(key, []):
                 for namer in found.named_by[name][:1]:
@@ -182,5 +282,33 @@ def ranked(first: Sequence[Hit], linked: Sequence[Hit], found: Candidates, k: in
         add(hit, top, name, QUESTION)
     for hit in first:
         add(hit, hit.score, None, "")
-    kept = {hit.id for hit in out[:k]}
-    return out[:k], [link for link in links if link.passage in kept]
+    return out, links
+
+
+def _filled(
+    hits: Sequence[Hit], links: list[Link], mentioned: Sequence[tuple[str, Hit]], found: Candidates, k: int
+) -> tuple[list[Hit], list[Link]]:
+    """``hits`` with the place of each repeated document's chunk within ``k`` given to the next mention of a
+    document not yet above it (the chunk moves to the end)."""
+    pool = list(mentioned)
+    out: list[Hit] = []
+    moved: list[Hit] = []
+    docs: set[str] = set()
+    taken: set[str] = set()
+    for place, hit in enumerate(hits):
+        if hit.id in taken:
+            continue
+        if place < k and document_of(hit) in docs:
+            while pool and (document_of(pool[0][1]) in docs or pool[0][1].id in taken):
+                pool.pop(0)
+            if pool:
+                name, linked = pool.pop(0)
+                out.append(Hit(linked.id, hit.score, linked.title, linked.text, linked.source))
+                links.append(Link(name, found.mentions.get(name, QUESTION), linked.id))
+                docs.add(document_of(linked))
+                taken.add(linked.id)
+                moved.append(hit)
+                continue
+        out.append(hit)
+        docs.add(document_of(hit))
+    return out + moved, links

@@ -26,6 +26,7 @@ the version of the index it searches, so an older index keeps answering as it wa
 
 from __future__ import annotations
 
+import re
 import threading
 import unicodedata
 import warnings
@@ -140,9 +141,68 @@ class JapaneseTokenizer:
                 out.append(token)
         return out
 
+    def names(self, text: str, version: int = TOKENS) -> list[str]:
+        """The names ``text`` names, for the second hop: runs of nouns (with prefixes and suffixes) between
+        blanks and punctuation, each run's spans of 1–:data:`NAME_TOKENS` words that hold a proper noun
+        (固有名詞), a Latin word or a product code (``X2``, ``KZ-200``) or a katakana word; NFKC, and from
+        recipe 2 on the 異体字 folded (「山﨑」 is 「山崎」), in the order they appear."""
+        text = unicodedata.normalize("NFKC", fold_variants(text) if version >= 2 else text)
+        with self._lock:
+            if self._sudachi is None:
+                self._load()
+            morphemes = [
+                (m.surface(), tuple(m.part_of_speech()))
+                for start in range(0, len(text), _PIECE)
+                for m in self._sudachi.tokenize(text[start : start + _PIECE], self._mode)
+            ]
+        return list(dict.fromkeys(name for run in _noun_runs(morphemes) for name in _run_names(run)))
+
     def joined(self, text: str, version: int = TOKENS) -> str:
         """The words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
         return " ".join(self.tokens(text, version))
+
+
+#: The longest name :meth:`JapaneseTokenizer.names` gives, in SudachiPy words (split mode A).
+NAME_TOKENS = 4
+_NOUNISH = frozenset({"名詞", "接頭辞", "接尾辞"})
+_CODE = re.compile(r"[ァ-ヴ]{2,}|[A-Za-z]{2,}|[A-Za-z][0-9]|[0-9][A-Za-z]")
+Morpheme = tuple[str, Sequence[str]]
+
+
+def _person(morpheme: Morpheme | None) -> bool:
+    return morpheme is not None and tuple(morpheme[1][1:3]) == ("固有名詞", "人名")
+
+
+def _noun_runs(morphemes: Sequence[Morpheme]) -> list[list[Morpheme]]:
+    """The runs of nouns, prefixes and suffixes (a hyphen inside a run kept: ``KZ-200``; a blank between a
+    family and a given name too: 「石井 由香」 is 「石井由香」)."""
+    runs: list[list[Morpheme]] = [[]]
+    for n, (surface, pos) in enumerate(morphemes):
+        after = morphemes[n + 1] if n + 1 < len(morphemes) else None
+        if pos[0] in _NOUNISH or (surface == "-" and runs[-1]):
+            runs[-1].append((surface, pos))
+        elif not surface.strip() and runs[-1] and _person(runs[-1][-1]) and _person(after):
+            continue
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def _run_names(run: Sequence[Morpheme]) -> list[str]:
+    """The spans of one noun run that name something: a proper noun, a Latin word, a code or katakana in
+    them; never a lone prefix or suffix at an edge, nor one character."""
+    out: list[str] = []
+    for i in range(len(run)):
+        for j in range(i + 1, min(len(run), i + NAME_TOKENS) + 1):
+            span = run[i:j]
+            if span[0][1][0] == "接尾辞" or span[-1][1][0] == "接頭辞" or span[-1][0] == "-":
+                continue
+            if not any(pos[1] == "固有名詞" or _CODE.search(surface) for surface, pos in span):
+                continue
+            name = "".join(surface for surface, _ in span)
+            if len(name) >= 2 and not name.isdigit():
+                out.append(name)
+    return out
 
 
 _shared = JapaneseTokenizer()
@@ -209,6 +269,11 @@ class Synonyms:
         plain = _plain(text)
         extra = [term for group in self.groups if any(t in plain for t in group) for term in group if term not in plain]
         return " ".join([text, *dict.fromkeys(extra)]) if extra else text
+
+    def terms_of(self, name: str) -> tuple[str, ...]:
+        """The other terms of the groups ``name`` is a term of (``研開`` → ``研究開発部``)."""
+        plain = _plain(name)
+        return tuple(term for group in self.groups if plain in group for term in group if term != plain)
 
     def canonical(self, name: str) -> str:
         """The first term of the group ``name`` is a term of, else ``name``."""
