@@ -100,7 +100,7 @@ async def test_a_restricted_linked_passage_never_shows(es_node: EsNode) -> None:
     assert SECRET in got["hr"]["_ask"]
 
 
-async def _responses(url: str, alias: str) -> dict[str, dict[str, str]]:
+async def _responses(url: str, alias: str, question: str = QUESTION, k: int = 3) -> dict[str, dict[str, str]]:
     """Each caller's whole responses, by route, every request with one hop."""
     out: dict[str, dict[str, str]] = {}
     admin = {"Authorization": f"ApiKey {API_KEY}"}
@@ -113,25 +113,25 @@ async def _responses(url: str, alias: str) -> dict[str, dict[str, str]]:
         for name, secret in secrets.items():
             head = {"Authorization": secret}
             got: dict[str, str] = {}
-            found = await http.post(f"/{alias}/_retrieve", json={"query": QUESTION, "k": 3, "hops": 1}, headers=head)
+            found = await http.post(f"/{alias}/_retrieve", json={"query": question, "k": k, "hops": 1}, headers=head)
             assert found.status_code == 200, found.text
             got["_retrieve"] = found.text
-            batch = await http.post("/retrieve", json={"queries": [QUESTION], "topk": 3, "hops": 1}, headers=head)
+            batch = await http.post("/retrieve", json={"queries": [question], "topk": k, "hops": 1}, headers=head)
             assert batch.status_code == 200, batch.text
             got["/retrieve"] = batch.text
-            ask = {"question": QUESTION, "strategy": "single", "options": {"k": 3, "hops": 1}}
+            ask = {"question": question, "strategy": "single", "options": {"k": k, "hops": 1}}
             answered = await http.post(f"/{alias}/_ask", json=ask, headers=head)
             assert answered.status_code == 200, answered.text
             trace = await http.get(f"/_traces/{answered.json()['trace_id']}", headers=head)
             got["_ask"] = answered.text + trace.text
-            got["mcp"] = await _mcp(url, secret)
+            got["mcp"] = await _mcp(url, secret, question, k)
             out[name] = got
     return out
 
 
-async def _mcp(url: str, secret: str) -> str:
+async def _mcp(url: str, secret: str, question: str, k: int) -> str:
     keyed = httpx2.AsyncClient(headers={"Authorization": secret}, timeout=60)
     async with keyed, Client(streamable_http_client(f"{url}/_mcp/", http_client=keyed)) as client:
-        found = await client.call_tool("search", {"query": QUESTION, "k": 3, "hops": 1})
-        asked = await client.call_tool("ask", {"question": QUESTION, "strategy": "single", "k": 3, "hops": 1})
+        found = await client.call_tool("search", {"query": question, "k": k, "hops": 1})
+        asked = await client.call_tool("ask", {"question": question, "strategy": "single", "k": k, "hops": 1})
     return str(found.content) + str(asked.content)
