@@ -71,11 +71,17 @@ class RetrievalQuery:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """Why a linked passage came in: ``name`` (a title) named by ``source`` (``question`` or a passage id)."""
+    """Why a linked passage came in: ``name``, named by ``source`` (``question`` or a passage id), is its title
+    (``how`` ``title``) or a name it holds (``mention``)."""
 
     name: str
     source: str
     passage: str
+    how: Literal["title", "mention"] = "title"
+
+    def shown(self) -> dict[str, str]:
+        """As ``_retrieve``'s ``links`` and a retrieve step's ``details.links`` show it."""
+        return {"name": self.name, "from": self.source, "passage": self.passage, "how": self.how}
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ KEYS: dict[str, dict[str, Any]] = {
 ADMIN_HEADERS = {"Authorization": f"ApiKey {API_KEY}"}
 #: Hits asked for: room for the film's paragraph and the two paragraphs it names.
 K = 5
-LINK = {"name": "Arthur Dreifuss", "from": "p-morgan", "passage": "p-dreifuss"}
+LINK = {"name": "Arthur Dreifuss", "from": "p-morgan", "passage": "p-dreifuss", "how": "title"}
 
 
 @contextmanager
@@ -158,7 +158,7 @@ async def _as_old_record(settings: Settings, index: str, record: dict[str, Any])
         [result] = await usecases.search(runtime, request)
         stored = await runtime.store.get_document(settings.attached_index, index)
     ids = [hit.id for hit in result.hits]
-    links = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+    links = [x.shown() for x in result.links]
     return {"ids": json.dumps(ids), "links": json.dumps(links), "note": result.hops_note, "stored": json.dumps(stored)}
 
 

@@ -78,7 +78,7 @@ def retrieve_envelope(
     if result.index_note:
         body["index_note"] = result.index_note
     if result.links:
-        body["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+        body["links"] = [link.shown() for link in result.links]
     if result.hops_note:
         body["hops_note"] = result.hops_note
     return body

@@ -304,7 +304,7 @@ def _filled(
             if pool:
                 name, linked = pool.pop(0)
                 out.append(Hit(linked.id, hit.score, linked.title, linked.text, linked.source))
-                links.append(Link(name, found.mentions.get(name, QUESTION), linked.id))
+                links.append(Link(name, found.mentions.get(name, QUESTION), linked.id, "mention"))
                 docs.add(document_of(linked))
                 taken.add(linked.id)
                 moved.append(hit)

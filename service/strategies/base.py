@@ -161,7 +161,7 @@ def step_details(result: SearchResult) -> dict[str, Any] | None:
     if result.without_vectors:
         details["without_vectors"] = result.without_vectors
     if result.links:
-        details["links"] = [{"name": x.name, "from": x.source, "passage": x.passage} for x in result.links]
+        details["links"] = [link.shown() for link in result.links]
     if result.hops_note:
         details["hops_note"] = result.hops_note
     return details or None
