@@ -154,6 +154,7 @@ def test_keys_cli_creates_lists_and_revokes(es_node: EsNode, tmp_path: Path) -> 
         again = runner.invoke(main, ["keys", "create", "ops", "--admin"], env=env)
         listing = runner.invoke(main, ["keys", "list", "--json"], env=env)
         table = runner.invoke(main, ["keys", "list"], env=env)
+        no_such_public_key = runner.invoke(main, ["keys", "remove-public-key", "backend", "ed9"], env=env)
         revoked = runner.invoke(main, ["keys", "revoke", "backend"], env=env)
         after = json.loads(runner.invoke(main, ["keys", "list", "--json"], env=env).output)
         missing = runner.invoke(main, ["keys", "revoke", "nobody"], env=env)
@@ -168,6 +169,9 @@ def test_keys_cli_creates_lists_and_revokes(es_node: EsNode, tmp_path: Path) -> 
     secret = plain.output.strip().splitlines()[-1]
     assert again.exit_code != 0 and "exists already" in again.output
     assert listing.exit_code == 0 and table.exit_code == 0 and "backend" in table.output
+    assert "public keys" in table.output and "backend (EdDSA)" in table.output  # its id: the key's name
+    assert no_such_public_key.exit_code == 1
+    assert "key [backend] has no public key [ed9] (it has: backend)" in no_such_public_key.output
     rows = json.loads(listing.output)
     assert [r["name"] for r in rows] == ["backend", "ops"] and [r["state"] for r in rows] == ["active"] * 2
     assert created["key"] not in listing.output + table.output and secret not in listing.output + table.output
