@@ -17,8 +17,8 @@ from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import print_answer
 from hopsearch.service import usecases
-from hopsearch.service.config.settings import load_settings, shown_url
-from hopsearch.service.embedders import make_embedder
+from hopsearch.service.config.settings import Settings, load_settings, shown_url
+from hopsearch.service.embedders import embedder_for_id, make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
@@ -31,7 +31,10 @@ from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.text.japanese import ja_tokens_note
 from hopsearch.service.traces import reads as trace_reads
-from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
+from hopsearch.service.types import Embedder, Fusion, RetrievalMode, SearchResult
+
+#: A check of ``doctor``: its mark (``ok``; ``??`` worth knowing; ``!!`` a problem: exit 1) and what it found.
+Check = tuple[str, str]
 
 
 def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
@@ -220,33 +223,48 @@ def purge_traces(doc_ids: tuple[str, ...], yes: bool) -> None:
     click.echo(f"deleted {len(gone)} trace(s) and {facts} outline fact(s) quoting {', '.join(doc_ids)}")
 
 
-def vectors_check(index: str, meta: dict[str, Any] | None, embedder_id: str | None) -> tuple[str, str]:
-    """The passages index's vectors against the configured embedder: ``ok``, ``!!`` (vectors of another
-    embedder: dense and hybrid search refuse them, loads too) or ``??`` (nothing to compare)."""
+def vectors_check(index: str, meta: dict[str, Any] | None, embedder: Embedder | None, settings: Settings) -> Check:
+    """What search does with the passages index's vectors under the configured ``embedder``, as search
+    decides it (:meth:`~hopsearch.service.retrieval.executor.EsRetriever.embedder_for`): ``ok``; ``??``
+    (it works, worth knowing); ``!!`` (dense and hybrid search refuse the index)."""
+    configured = embedder.model_id if embedder is not None else None
     if meta is None:
         return "ok", f"no index [{index}] yet"
     stored = meta.get("embedder")
-    if stored is None:
-        if embedder_id is None:
-            return "ok", f"[{index}] holds no vectors (BM25 only) and no embedder is configured"
+    if not isinstance(stored, str):
+        if configured is None:
+            return "ok", f"[{index}] holds no vectors and no embedder is configured: search is BM25 only"
         return "??", (
-            f"[{index}] holds no vectors (BM25 only): the configured embedder {embedder_id!r} is not used "
-            "(HOPSEARCH_EMBEDDER=none says so)"
+            f"[{index}] holds no vectors (BM25 only): search is BM25 only (dense and hybrid refused), the "
+            f"configured embedder {configured!r} is not used (HOPSEARCH_EMBEDDER=none says so)"
         )
-    if embedder_id is None:
-        return "??", f"[{index}] holds vectors of {stored!r}, no embedder is configured: BM25 only"
-    if stored != embedder_id:
-        return "!!", (
-            f"[{index}] holds vectors of {stored!r}, the configured embedder is {embedder_id!r}: dense and hybrid "
-            "search refuse them (set HOPSEARCH_EMBEDDER to the index's embedder)"
+    if configured is None:
+        return "??", (
+            f"[{index}] holds vectors of {stored!r}, no embedder is configured: search is BM25 only "
+            "(dense and hybrid refused; set HOPSEARCH_EMBEDDER to use them)"
         )
-    return "ok", f"[{index}] holds vectors of {stored!r}, the configured embedder"
+    if stored == configured:
+        return (
+            "ok",
+            f"[{index}] holds vectors of {stored!r}, the configured embedder's: dense and hybrid search use them",
+        )
+    if embedder_for_id(stored, settings, configured=embedder) is not None:
+        return "??", (
+            f"[{index}] holds vectors of {stored!r}, the configured embedder is {configured!r}: dense and hybrid "
+            f"search embed this index's queries with {stored!r}, its own (loads into it too), until it is rebuilt "
+            f"(hopsearch index KIND SOURCE --rebuild moves it to {configured!r})"
+        )
+    return "!!", (
+        f"[{index}] holds vectors of {stored!r}, which neither the configured embedder ({configured!r}) nor this "
+        "version makes: dense and hybrid search refuse them, questions search it with BM25 (set HOPSEARCH_EMBEDDER "
+        "to the embedder that made them, or rebuild it: hopsearch index KIND SOURCE --rebuild)"
+    )
 
 
 @click.command("doctor")
 def doctor() -> None:
-    """Check Java, Elasticsearch, the embedder (against the index's vectors) and the LLM server; exit 1
-    if something is missing or does not match."""
+    """Check Java, Elasticsearch, the embedder (what search does with the index's vectors) and the LLM
+    server: each line [ok], [??] (works; worth knowing) or [!!] (a problem: exit 1)."""
     settings = load_settings()
     problems = 0
 
@@ -284,7 +302,7 @@ def doctor() -> None:
         embedder = make_embedder(settings)
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
         if reached:
-            mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
+            mark, detail = vectors_check(settings.passages_alias, meta, embedder, settings)
             report(mark, "index vectors", detail)
             note = schema_note(settings.passages_alias, meta or {}, settings.acl_default)
             report("??" if note else "ok", "index schema", note or f"passages schema {SCHEMA_VERSION}")

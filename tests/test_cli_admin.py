@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from hopsearch.cli.main import main
 from tests.conftest import EsNode
+from tests.scripted_embeddings import ScriptedEmbeddings
 
 
 def env_for(node: EsNode, prefix: str) -> dict[str, str]:
@@ -121,31 +122,79 @@ def test_config_show_masks_passwords_inside_urls() -> None:
     assert shown["rerank_url"] == "http://user:**********@rerank:8000"
 
 
-def test_doctor_masks_the_url_password_and_flags_another_embedders_vectors(es8_node: EsNode) -> None:
-    """The index made with MiniLM's vectors; doctor configured with e5 says they differ (search would)."""
-    prefix = f"doc{uuid.uuid4().hex[:8]}"
+DOCS = [
+    {"_id": "glacier", "title": "Glacier", "text": "A glacier is a slow river of ice that carves valleys."},
+    {"_id": "desert", "title": "Desert", "text": "A desert gets very little rain and has dunes of sand."},
+    {"_id": "harbour", "title": "Harbour", "text": "Ships unload their cargo at the harbour's quays."},
+]
+
+
+def doctor_line(output: str) -> str:
+    [line] = [line for line in output.splitlines() if "index vectors" in line]
+    return line
+
+
+def test_doctor_says_what_search_does_with_another_embedders_vectors(es8_node: EsNode, tmp_path: Path) -> None:
+    """An index of MiniLM's vectors, e5 configured: doctor says dense and hybrid search embed its queries with
+    the index's own embedder (issue 42 item 11), and they do; its ok line is a whole sentence. An index of a
+    server's embedder this version cannot make: doctor says dense and hybrid refuse it, and they do. The URL's
+    password is masked throughout."""
+    prefix, remote = f"doc{uuid.uuid4().hex[:8]}", f"doc{uuid.uuid4().hex[:8]}"
     host = es8_node.url.split("://", 1)[1]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(doc) + "\n" for doc in DOCS), encoding="utf-8")
     env = {
         "HOPSEARCH_ES_URL": f"http://elastic:doctor-pw-7@{host}",  # an open node ignores the credentials
         "HOPSEARCH_INDEX_PREFIX": prefix,
         "HOPSEARCH_LLM_BASE_URL": "http://127.0.0.1:9/v1",
         "HOPSEARCH_HEALTH_TIMEOUT": "1",
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
     }
+    minilm, e5 = {**env, "HOPSEARCH_EMBEDDER": "minilm"}, {**env, "HOPSEARCH_EMBEDDER": "e5"}
     runner = CliRunner()
     try:
-        made = runner.invoke(main, ["init"], env={**env, "HOPSEARCH_EMBEDDER": "minilm"})
+        made = runner.invoke(main, ["index", "jsonl", str(corpus), "--quiet"], env=minilm)
         assert made.exit_code == 0, made.output
-        other = runner.invoke(main, ["doctor"], env={**env, "HOPSEARCH_EMBEDDER": "e5"})
-        same = runner.invoke(main, ["doctor"], env={**env, "HOPSEARCH_EMBEDDER": "minilm"})
+        other = runner.invoke(main, ["doctor"], env=e5)
+        same = runner.invoke(main, ["doctor"], env=minilm)
+        searched = {
+            mode: runner.invoke(main, ["search", "a river of ice", "--mode", mode, "--json"], env=e5)
+            for mode in ("dense", "hybrid")
+        }
+        with ScriptedEmbeddings(dims=8, batch_s=0) as server:
+            served = {
+                **env,
+                "HOPSEARCH_INDEX_PREFIX": remote,
+                "HOPSEARCH_EMBEDDER": "openai",
+                "HOPSEARCH_EMBED_BASE_URL": server.base_url,
+                "HOPSEARCH_EMBED_MODEL": "scripted-embed",
+                "HOPSEARCH_EMBED_DIMS": "8",
+            }
+            made = runner.invoke(main, ["index", "jsonl", str(corpus), "--quiet"], env=served)
+            assert made.exit_code == 0, made.output
+        unknown = runner.invoke(main, ["doctor"], env={**minilm, "HOPSEARCH_INDEX_PREFIX": remote})
+        refused = runner.invoke(
+            main, ["search", "ice", "--mode", "dense"], env={**minilm, "HOPSEARCH_INDEX_PREFIX": remote}
+        )
     finally:
-        urllib.request.urlopen(urllib.request.Request(f"{es8_node.url}/{prefix}-*", method="DELETE")).read()
-    assert "doctor-pw-7" not in other.output + same.output
+        for name in (prefix, remote):
+            urllib.request.urlopen(urllib.request.Request(f"{es8_node.url}/{name}-*", method="DELETE")).read()
+    assert "doctor-pw-7" not in other.output + same.output + unknown.output
     assert f"at http://elastic:**********@{host}" in other.output
-    [flagged] = [line for line in other.output.splitlines() if "index vectors" in line]
-    assert flagged.startswith("[!!] index vectors:") and "all-MiniLM-L6-v2" in flagged and "e5" in flagged
-    assert other.exit_code == 1
-    [matched] = [line for line in same.output.splitlines() if "index vectors" in line]
-    assert matched.startswith("[ok] index vectors:")
+    told = doctor_line(other.output)
+    assert told.startswith("[??] index vectors:") and "refuse" not in told, told
+    assert "all-MiniLM-L6-v2" in told and "e5" in told and "dense and hybrid search embed this index's queries" in told
+    for mode, result in searched.items():
+        assert result.exit_code == 0, (mode, result.output)
+        found = json.loads(result.output)
+        assert found["mode"] == mode and found["hits"][0]["_id"] == "glacier", (mode, found)
+    ok = doctor_line(same.output)
+    assert ok.startswith("[ok] index vectors:")
+    assert ok.endswith("the configured embedder's: dense and hybrid search use them")  # a whole sentence
+    flagged = doctor_line(unknown.output)
+    assert flagged.startswith("[!!] index vectors:") and "openai:scripted-embed" in flagged
+    assert "dense and hybrid search refuse them" in flagged and unknown.exit_code == 1
+    assert refused.exit_code == 1 and "openai:scripted-embed" in refused.output
 
 
 def test_misspelt_setting_names_warn_with_the_closest_name(tmp_path: Path) -> None:
