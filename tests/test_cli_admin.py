@@ -211,6 +211,60 @@ def test_misspelt_setting_names_warn_with_the_closest_name(tmp_path: Path) -> No
     assert any("HOPSEARCH_NOTHING_LIKE_IT is not a setting; `hopsearch config reference`" in w for w in warnings)
 
 
+def readme_toml() -> str:
+    """The README's example settings file (its Configuration section's TOML block)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Configuration") :]
+    start = section.index("```toml\n") + len("```toml\n")
+    return section[start : section.index("```", start)]
+
+
+def test_the_readmes_settings_file_is_read_as_written(tmp_path: Path) -> None:
+    config = tmp_path / "hopsearch.toml"
+    config.write_text(readme_toml(), encoding="utf-8")
+    result = hopsearch(["config", "show"], {"HOPSEARCH_CONFIG": str(config)}, tmp_path)
+    assert result.returncode == 0 and "WARNING" not in result.stderr, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["es_url"] == ["http://es1:9200", "http://es2:9200"] and shown["index_prefix"] == "intranet"
+    assert shown["embedder"] == "e5" and shown["llm_base_url"] == ["http://gpu1:8000/v1"]
+    assert shown["api_max_concurrent_asks"] == 8 and shown["acl_default"] == "private"
+
+
+def test_setting_names_are_read_whatever_their_case_at_the_top_or_in_a_hopsearch_table(tmp_path: Path) -> None:
+    """One rule (issue 42 item 12): names match whatever their case, in the file as in the environment,
+    without a warning; a ``[hopsearch]`` table's keys are settings; one setting set twice is an error."""
+    config = tmp_path / "hopsearch.toml"
+    config.write_text('EMBEDDER = "e5"\n\n[hopsearch]\nIndex_Prefix = "fromtable"\n', encoding="utf-8")
+    env = {"HOPSEARCH_CONFIG": str(config), "hopsearch_api_max_k": "7"}
+    result = hopsearch(["config", "show"], env, tmp_path)
+    assert result.returncode == 0 and "WARNING" not in result.stderr, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["embedder"], shown["index_prefix"], shown["api_max_k"]) == ("e5", "fromtable", 7)
+    config.write_text('[hopsearch]\nHOPSEARCH_EMBEDDER = "e5"\n\n[llm]\nmodel = "x"\n', encoding="utf-8")
+    result = hopsearch(["config", "show"], {"HOPSEARCH_CONFIG": str(config)}, tmp_path)
+    assert result.returncode == 0 and json.loads(result.stdout)["embedder"] == "minilm"  # told, not applied
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert any("key 'HOPSEARCH_EMBEDDER' is not a setting; did you mean embedder?" in w for w in warnings)
+    assert any("key 'llm' is not a setting" in w for w in warnings) and len(warnings) == 2, warnings
+    config.write_text('embedder = "e5"\n[hopsearch]\nEmbedder = "minilm"\n', encoding="utf-8")
+    result = hopsearch(["config", "show"], {"HOPSEARCH_CONFIG": str(config)}, tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"Error: {config}: embedder and [hopsearch] Embedder set the same setting; keep one"
+    ]
+
+
+def test_a_named_settings_file_that_is_missing_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "hopsearch.toml"
+    for command in (["config", "show"], ["search", "x"], ["doctor"]):
+        result = hopsearch(command, {"HOPSEARCH_CONFIG": str(missing)}, tmp_path)
+        assert result.returncode == 1 and result.stdout == "", command
+        assert result.stderr.splitlines() == [f"Error: HOPSEARCH_CONFIG names {missing}, which does not exist"]
+    result = hopsearch(["config", "show"], {"HOPSEARCH_CONFIG": str(tmp_path)}, tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"Error: HOPSEARCH_CONFIG names {tmp_path}, which is not a file"]
+
+
 def test_a_bad_setting_value_is_one_line_and_exit_1(tmp_path: Path) -> None:
     result = hopsearch(["config", "show"], {"HOPSEARCH_EMBEDDER": "e6"}, tmp_path)
     assert result.returncode == 1 and result.stdout == ""

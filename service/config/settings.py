@@ -1,7 +1,8 @@
 """The one settings object. It is the only reader of the environment.
 
 Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment variables, the TOML
-file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
+file named by ``HOPSEARCH_CONFIG`` (optional; :mod:`~hopsearch.service.config.file`), then the defaults
+below. Names are read whatever their case, in the environment and in the file. List values (URLs) accept a
 comma-separated string in the environment. :func:`load_settings` warns of ``HOPSEARCH_*`` names and
 file keys that are no setting (naming the closest) and turns a refused value into one line
 (:mod:`~hopsearch.service.config.names`).
@@ -12,20 +13,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
+from hopsearch.service.config.file import read_config_file, settings_values
 from hopsearch.service.config.names import bad_values, unknown_keys, unknown_variables
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.types import Bm25Query
@@ -544,7 +545,8 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         config_file = os.environ.get("HOPSEARCH_CONFIG")
         if config_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+            values = settings_values(read_config_file(Path(config_file)))
+            sources.append(InitSettingsSource(settings_cls, init_kwargs=values))
         return tuple(sources)
 
     # --- derived names -------------------------------------------------------------------------
@@ -577,11 +579,13 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings (environment, optional TOML file) with explicit overrides on top. Names that
-    are no setting are logged as warnings; refused values are a :class:`ConfigError` of one line each."""
+    are no setting are logged as warnings; refused values, and a named file that is missing or no TOML,
+    are a :class:`ConfigError` of one line each."""
     fields = frozenset(Settings.model_fields)
     config_file = os.environ.get("HOPSEARCH_CONFIG")
-    in_file = _read_file(Path(config_file)) if config_file else {}
-    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(in_file, fields, str(config_file))):
+    written = read_config_file(Path(config_file)) if config_file else {}
+    in_file = settings_values(written)
+    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(written, fields, str(config_file))):
         log.warning("%s", warning)
     try:
         return Settings(**overrides)
@@ -597,17 +601,6 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(bad_values(exc.errors(), where, _shown_value)) from exc
     except SettingsError as exc:
         raise ConfigError(f"bad setting: {exc}") from exc
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    """The settings file's keys and values (what the TOML source reads again), checked for a person."""
-    if not path.is_file():
-        log.warning("HOPSEARCH_CONFIG names %s, which is not a file: no settings read from it", path)
-        return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path} (HOPSEARCH_CONFIG): {exc}") from exc
 
 
 def _shown_value(field: str, value: Any) -> str:
