@@ -27,6 +27,7 @@ from hopsearch.service.errors import AlreadyExists, AuthenticationError, Authori
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
 from tests.permissions_corpus import QUERY, found_markers, load_corpus, readable
+from tests.service_processes import hopsearch_serve
 
 
 @pytest.fixture
@@ -239,3 +240,28 @@ async def test_serve_listens_beyond_loopback_only_with_keys(keystore: KeyStore) 
     assert not await asyncio.to_thread(stored_keys, settings)
     await keystore.create(NewKey("ops", admin=True))
     assert await asyncio.to_thread(stored_keys, settings)
+
+
+def test_serve_says_it_is_open_only_where_no_key_is_stored(es8_node: EsNode, tmp_path: Path) -> None:
+    """``hopsearch serve`` warns that authentication is off only while ``<prefix>-keys`` holds no key
+    (issue 42 item 13): a key made by ``hopsearch keys create`` counts, as it does at the gate."""
+    prefix = f"tk{uuid.uuid4().hex[:10]}"
+    env = {
+        "HOPSEARCH_ES_URL": es8_node.url,
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_EMBEDDER": "none",
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
+    }
+    try:
+        with hopsearch_serve(env, tmp_path / "open.log") as served:
+            opened = httpx.get(f"{served.url}/_keys")
+        made = CliRunner().invoke(main, ["keys", "create", "ops", "--admin"], env=env)
+        assert made.exit_code == 0, made.output
+        with hopsearch_serve(env, tmp_path / "keyed.log") as served:
+            keyed = httpx.get(f"{served.url}/_keys")
+    finally:
+        httpx.delete(f"{es8_node.url}/{prefix}-*")
+    open_log, keyed_log = ((tmp_path / name).read_text() for name in ("open.log", "keyed.log"))
+    assert opened.status_code == 200 and keyed.status_code == 401  # what the gate decided
+    assert "no API keys" not in keyed_log, keyed_log
+    assert f"no API keys: none configured (HOPSEARCH_API_KEYS) and none stored in [{prefix}-keys]" in open_log
