@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from typing import Any, cast
 from urllib.parse import quote
@@ -15,7 +14,7 @@ from rich.table import Table
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
-from hopsearch.cli.render import print_answer
+from hopsearch.cli.render import echo_json, print_answer
 from hopsearch.service import usecases
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.embedders import embedder_for_id, make_embedder
@@ -128,7 +127,7 @@ def search(
             how["without_vectors"] = result.without_vectors
         if result.index_note:
             how["index_note"] = result.index_note
-        click.echo(json.dumps({**how, "hits": hits}, indent=2))
+        echo_json({**how, "hits": hits})
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
@@ -173,7 +172,7 @@ def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principa
     if doc is None:
         raise click.ClickException(f"no trace {trace_id!r}")
     if as_json:
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        echo_json(doc)
     else:
         print_answer(Console(), doc)
 

@@ -5,7 +5,6 @@ keys of the end-user tokens each key's back end signs. The same as the service's
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -14,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from hopsearch.cli.render import echo_json
 from hopsearch.service.access import ACTIONS
 from hopsearch.service.auth.keys import ALGORITHMS, KeyStore, NewKey, listed
 from hopsearch.service.auth.records import KeyRecord
@@ -113,7 +113,7 @@ def create(
     )
     secret, record = _with_keys(lambda store: store.create(new))
     if as_json:
-        click.echo(json.dumps({**listed(record), "key": secret}))
+        echo_json({**listed(record), "key": secret}, indent=None)
         return
     if record.token_keys:  # before the secret, which stays the last line
         click.echo(token_kids(record))
@@ -127,7 +127,7 @@ def list_keys(as_json: bool) -> None:
     """Every key with its state, principals, scopes and limits (never a secret)."""
     rows = [listed(record) for record in _with_keys(lambda store: store.keys())]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not rows:
         click.echo("no stored keys")
