@@ -265,6 +265,26 @@ def test_a_named_settings_file_that_is_missing_is_one_line_and_exit_1(tmp_path: 
     assert result.stderr.splitlines() == [f"Error: HOPSEARCH_CONFIG names {tmp_path}, which is not a file"]
 
 
+def test_a_url_setting_without_its_scheme_is_a_bad_setting(tmp_path: Path) -> None:
+    """``HOPSEARCH_ES_URL=localhost:9200`` is a bad setting naming the variable and what to add, not an
+    unreachable node (issue 42 item 13); the LLM's, the embeddings server's and the reranker's URLs too.
+    A password in a URL without a scheme stays masked."""
+    cases = {
+        "HOPSEARCH_ES_URL": ("localhost:9200", "'localhost:9200' has no scheme: add http:// or https://"),
+        "HOPSEARCH_LLM_BASE_URL": ("http://gpu1:8000/v1,gpu2:8000/v1", "'gpu2:8000/v1' has no scheme"),
+        "HOPSEARCH_EMBED_BASE_URL": ("embed:8000/v1", "'embed:8000/v1' has no scheme"),
+        "HOPSEARCH_RERANK_URL": ("ftp://rerank:8000", "has the scheme ftp: use http:// or https://"),
+    }
+    for variable, (value, said) in cases.items():
+        result = hopsearch(["search", "x"], {variable: value}, tmp_path)
+        assert result.returncode == 1 and result.stdout == "", (variable, result.stderr)
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"Error: bad setting {variable}=") and said in line, line
+        assert "reachable" not in line
+    result = hopsearch(["doctor"], {"HOPSEARCH_ES_URL": "elastic:es-pw-8@localhost:9200"}, tmp_path)
+    assert result.returncode == 1 and "es-pw-8" not in result.stderr and "has no scheme" in result.stderr
+
+
 def test_a_bad_setting_value_is_one_line_and_exit_1(tmp_path: Path) -> None:
     result = hopsearch(["config", "show"], {"HOPSEARCH_EMBEDDER": "e6"}, tmp_path)
     assert result.returncode == 1 and result.stdout == ""

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -86,9 +87,25 @@ DEFAULT_ZIP_MAX_RATIO = 200.0
 DEFAULT_ZIP_MAX_MEMBERS = 20_000
 
 
-#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks).
-_USERINFO_PASSWORD = re.compile(r"(?<=://)([^/@\s:,]*):[^/\s,]*@")
+#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks), after its scheme or, in
+#: a URL written without one, at the start of the text, a value or a list item.
+_USERINFO_PASSWORD = re.compile(r"(?:(?<=://)|^|(?<=[\s,'\"\[]))([^/@\s:,'\"\[]*):[^/\s,'\"]*@")
 MASK = "**********"
+URL_SCHEMES = ("http", "https")
+
+
+def checked_url(url: str) -> str:
+    """``url`` if it is an ``http://`` or ``https://`` URL with a host; a ``ValueError`` saying what to
+    change else (``localhost:9200`` reads as scheme ``localhost``: it is named as a URL with no scheme)."""
+    shown = shown_url(url)
+    if "://" not in url:
+        raise ValueError(f"URL {shown!r} has no scheme: add http:// or https:// (http://{shown})")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in URL_SCHEMES:
+        raise ValueError(f"URL {shown!r} has the scheme {parts.scheme}: use http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"URL {shown!r} has no host")
+    return url
 
 
 def shown_url(url: str) -> str:
@@ -496,10 +513,15 @@ class Settings(BaseSettings):
     @classmethod
     def _split_urls(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+            return [checked_url(part.strip().rstrip("/")) for part in value.split(",") if part.strip()]
         if isinstance(value, list):
-            return [str(part).strip().rstrip("/") for part in value]
+            return [checked_url(str(part).strip().rstrip("/")) for part in value]
         return value
+
+    @field_validator("embed_base_url", "rerank_url", mode="before")
+    @classmethod
+    def _check_url(cls, value: Any) -> Any:
+        return checked_url(value.strip()) if isinstance(value, str) and value.strip() else value
 
     @model_validator(mode="after")
     def _local_defaults(self) -> Settings:
