@@ -80,7 +80,10 @@ class Attachments(IndexLifecycle, Documents, Searches):
     async def delete_attachment(self, index: str) -> bool:
         """Forget the field map of ``index`` (the index itself is left as it is); False where none was kept."""
         try:
-            await call(self.client.delete(index=self.settings.attached_index, id=index, refresh="true"), "detach")
+            await call(
+                self.client.delete(index=self.settings.attached_index, id=index, refresh="true"),
+                f"forgetting the field map of [{index}]",
+            )
         except IndexMissing:
             return False
         except StoreError as exc:
@@ -93,7 +96,9 @@ class Attachments(IndexLifecycle, Documents, Searches):
 
     async def mapping_fields(self, index: str) -> dict[str, dict[str, Any]]:
         """The fields of ``index`` (every index behind an alias: a field must be in each, with one type)."""
-        response = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        response = body_of(
+            await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]")
+        )
         merged: dict[str, dict[str, Any]] = {}
         for concrete, body in sorted(response.items()):
             fields = mapped_fields(body.get("mappings") or {})
