@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -14,7 +16,7 @@ from rich.table import Table
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
-from hopsearch.cli.render import echo_json, print_answer
+from hopsearch.cli.render import answer_text, echo_json, print_answer
 from hopsearch.service import usecases
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.embedders import embedder_for_id, make_embedder
@@ -179,24 +181,65 @@ def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principa
 
 @traces.command("list")
 @click.option("-n", "size", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the traces as JSON (each with its totals).")
 @caller_options
-def list_traces(size: int, key: str | None, principals: tuple[str, ...]) -> None:
-    """The most recent traces."""
+def list_traces(size: int, as_json: bool, key: str | None, principals: tuple[str, ...]) -> None:
+    """The most recent traces: when, who asked, the strategy, the question and the answer."""
 
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "traces")
-            return await trace_reads.recent_traces(
-                store, settings.traces_index, size, ("question", "strategy", "status"), caller=caller
-            )
+            return await trace_reads.recent_traces(store, settings.traces_index, size, caller=caller)
 
     try:
         rows = asyncio.run(go())
     except HopsearchError as exc:
         raise _fail(exc) from exc
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no traces")
+        return
+    table = Table(title=f"{len(rows)} most recent traces")
+    for column in ("id", "time", "user", "strategy", "status", "question", "answer"):
+        table.add_column(column, overflow="fold")
     for row in rows:
-        click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
+        table.add_row(
+            row["_id"],
+            _when(row.get("started_at")),
+            trace_user(row.get("user")),
+            str(row.get("strategy", "")),
+            str(row.get("status", "")),
+            _short(row.get("question"), 80),
+            _short(answer_text(row.get("answer")), 80),
+        )
+    Console(width=200).print(table)
+
+
+def trace_user(user: Any) -> str:
+    """Who asked, as a trace records it: its owner (``key:<name>/sub:<sub>``, ``cli/sub:<sub>``…), else its
+    subject, else ``admin`` for an admin's question (the command line without ``--key``)."""
+    if not isinstance(user, Mapping):
+        return ""
+    return str(user.get("owner") or user.get("subject") or ("admin" if user.get("admin") else ""))
+
+
+def _when(value: Any) -> str:
+    """A trace's ``started_at`` to the second, in UTC (``2026-01-02 10:11:12Z``)."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value or "")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _short(text: Any, width: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 @traces.command("purge")
