@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -15,10 +16,10 @@ from rich.table import Table
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
-from hopsearch.cli.render import print_answer
+from hopsearch.cli.render import answer_text, echo_json, print_answer
 from hopsearch.service import usecases
-from hopsearch.service.config.settings import load_settings, shown_url
-from hopsearch.service.embedders import make_embedder
+from hopsearch.service.config.settings import Settings, load_settings, shown_url
+from hopsearch.service.embedders import embedder_for_id, make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
@@ -31,7 +32,10 @@ from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
 from hopsearch.service.text.japanese import ja_tokens_note
 from hopsearch.service.traces import reads as trace_reads
-from hopsearch.service.types import Fusion, RetrievalMode, SearchResult
+from hopsearch.service.types import Embedder, Fusion, RetrievalMode, SearchResult
+
+#: A check of ``doctor``: its mark (``ok``; ``??`` worth knowing; ``!!`` a problem: exit 1) and what it found.
+Check = tuple[str, str]
 
 
 def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
@@ -125,9 +129,13 @@ def search(
             how["without_vectors"] = result.without_vectors
         if result.index_note:
             how["index_note"] = result.index_note
+<<<<<<< HEAD
         if result.hops_note:
             how["hops_note"] = result.hops_note
         click.echo(json.dumps({**how, "hits": hits}, indent=2))
+=======
+        echo_json({**how, "hits": hits})
+>>>>>>> i42a
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
@@ -174,31 +182,72 @@ def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principa
     if doc is None:
         raise click.ClickException(f"no trace {trace_id!r}")
     if as_json:
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        echo_json(doc)
     else:
         print_answer(Console(), doc)
 
 
 @traces.command("list")
 @click.option("-n", "size", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the traces as JSON (each with its totals).")
 @caller_options
-def list_traces(size: int, key: str | None, principals: tuple[str, ...]) -> None:
-    """The most recent traces."""
+def list_traces(size: int, as_json: bool, key: str | None, principals: tuple[str, ...]) -> None:
+    """The most recent traces: when, who asked, the strategy, the question and the answer."""
 
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "traces")
-            return await trace_reads.recent_traces(
-                store, settings.traces_index, size, ("question", "strategy", "status"), caller=caller
-            )
+            return await trace_reads.recent_traces(store, settings.traces_index, size, caller=caller)
 
     try:
         rows = asyncio.run(go())
     except HopsearchError as exc:
         raise _fail(exc) from exc
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no traces")
+        return
+    table = Table(title=f"{len(rows)} most recent traces")
+    for column in ("id", "time", "user", "strategy", "status", "question", "answer"):
+        table.add_column(column, overflow="fold")
     for row in rows:
-        click.echo(f"{row['_id']}  {row.get('strategy', ''):9} {row.get('status', ''):5} {row.get('question', '')}")
+        table.add_row(
+            row["_id"],
+            _when(row.get("started_at")),
+            trace_user(row.get("user")),
+            str(row.get("strategy", "")),
+            str(row.get("status", "")),
+            _short(row.get("question"), 80),
+            _short(answer_text(row.get("answer")), 80),
+        )
+    Console(width=200).print(table)
+
+
+def trace_user(user: Any) -> str:
+    """Who asked, as a trace records it: its owner (``key:<name>/sub:<sub>``, ``cli/sub:<sub>``…), else its
+    subject, else ``admin`` for an admin's question (the command line without ``--key``)."""
+    if not isinstance(user, Mapping):
+        return ""
+    return str(user.get("owner") or user.get("subject") or ("admin" if user.get("admin") else ""))
+
+
+def _when(value: Any) -> str:
+    """A trace's ``started_at`` to the second, in UTC (``2026-01-02 10:11:12Z``)."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value or "")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _short(text: Any, width: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 @traces.command("purge")
@@ -224,33 +273,48 @@ def purge_traces(doc_ids: tuple[str, ...], yes: bool) -> None:
     click.echo(f"deleted {len(gone)} trace(s) and {facts} outline fact(s) quoting {', '.join(doc_ids)}")
 
 
-def vectors_check(index: str, meta: dict[str, Any] | None, embedder_id: str | None) -> tuple[str, str]:
-    """The passages index's vectors against the configured embedder: ``ok``, ``!!`` (vectors of another
-    embedder: dense and hybrid search refuse them, loads too) or ``??`` (nothing to compare)."""
+def vectors_check(index: str, meta: dict[str, Any] | None, embedder: Embedder | None, settings: Settings) -> Check:
+    """What search does with the passages index's vectors under the configured ``embedder``, as search
+    decides it (:meth:`~hopsearch.service.retrieval.executor.EsRetriever.embedder_for`): ``ok``; ``??``
+    (it works, worth knowing); ``!!`` (dense and hybrid search refuse the index)."""
+    configured = embedder.model_id if embedder is not None else None
     if meta is None:
         return "ok", f"no index [{index}] yet"
     stored = meta.get("embedder")
-    if stored is None:
-        if embedder_id is None:
-            return "ok", f"[{index}] holds no vectors (BM25 only) and no embedder is configured"
+    if not isinstance(stored, str):
+        if configured is None:
+            return "ok", f"[{index}] holds no vectors and no embedder is configured: search is BM25 only"
         return "??", (
-            f"[{index}] holds no vectors (BM25 only): the configured embedder {embedder_id!r} is not used "
-            "(HOPSEARCH_EMBEDDER=none says so)"
+            f"[{index}] holds no vectors (BM25 only): search is BM25 only (dense and hybrid refused), the "
+            f"configured embedder {configured!r} is not used (HOPSEARCH_EMBEDDER=none says so)"
         )
-    if embedder_id is None:
-        return "??", f"[{index}] holds vectors of {stored!r}, no embedder is configured: BM25 only"
-    if stored != embedder_id:
-        return "!!", (
-            f"[{index}] holds vectors of {stored!r}, the configured embedder is {embedder_id!r}: dense and hybrid "
-            "search refuse them (set HOPSEARCH_EMBEDDER to the index's embedder)"
+    if configured is None:
+        return "??", (
+            f"[{index}] holds vectors of {stored!r}, no embedder is configured: search is BM25 only "
+            "(dense and hybrid refused; set HOPSEARCH_EMBEDDER to use them)"
         )
-    return "ok", f"[{index}] holds vectors of {stored!r}, the configured embedder"
+    if stored == configured:
+        return (
+            "ok",
+            f"[{index}] holds vectors of {stored!r}, the configured embedder's: dense and hybrid search use them",
+        )
+    if embedder_for_id(stored, settings, configured=embedder) is not None:
+        return "??", (
+            f"[{index}] holds vectors of {stored!r}, the configured embedder is {configured!r}: dense and hybrid "
+            f"search embed this index's queries with {stored!r}, its own (loads into it too), until it is rebuilt "
+            f"(hopsearch index KIND SOURCE --rebuild moves it to {configured!r})"
+        )
+    return "!!", (
+        f"[{index}] holds vectors of {stored!r}, which neither the configured embedder ({configured!r}) nor this "
+        "version makes: dense and hybrid search refuse them, questions search it with BM25 (set HOPSEARCH_EMBEDDER "
+        "to the embedder that made them, or rebuild it: hopsearch index KIND SOURCE --rebuild)"
+    )
 
 
 @click.command("doctor")
 def doctor() -> None:
-    """Check Java, Elasticsearch, the embedder (against the index's vectors) and the LLM server; exit 1
-    if something is missing or does not match."""
+    """Check Java, Elasticsearch, the embedder (what search does with the index's vectors) and the LLM
+    server: each line [ok], [??] (works; worth knowing) or [!!] (a problem: exit 1)."""
     settings = load_settings()
     problems = 0
 
@@ -288,7 +352,7 @@ def doctor() -> None:
         embedder = make_embedder(settings)
         report(True, "embedder", embedder.model_id if embedder else "none (BM25 only)")
         if reached:
-            mark, detail = vectors_check(settings.passages_alias, meta, embedder.model_id if embedder else None)
+            mark, detail = vectors_check(settings.passages_alias, meta, embedder, settings)
             report(mark, "index vectors", detail)
             note = schema_note(settings.passages_alias, meta or {}, settings.acl_default)
             report("??" if note else "ok", "index schema", note or f"passages schema {SCHEMA_VERSION}")

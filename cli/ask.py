@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +11,7 @@ from rich.console import Console
 
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
-from hopsearch.cli.render import answer_text, ask_head, steps_table, totals_lines
+from hopsearch.cli.render import answer_text, ask_head, echo_json, steps_table, totals_lines
 from hopsearch.service import usecases
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
@@ -102,7 +101,7 @@ def ask(
         raise click.ClickException(str(exc)) from exc
     document = answer.trace.to_document()
     if as_json:
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        echo_json(document)
     else:
         console = Console()
         cited = [(c.id, c.title, c.score) for c in answer.citations]

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from hopsearch.cli.options import with_store
+from hopsearch.cli.render import echo_json
 from hopsearch.service.access import Identities
 from hopsearch.service.attached.fieldmap import PRESETS, Attachment, field_map
 from hopsearch.service.config.settings import Settings, load_settings
@@ -103,7 +103,7 @@ def attach(name: str, **given: Any) -> None:
 
     done = with_store(settings, work)
     if given["as_json"]:
-        click.echo(json.dumps(done.to_doc(), indent=2))
+        echo_json(done.to_doc())
         return
     mapped = ", ".join(f"{role}={value}" for role, value in done.fields.to_dict().items() if value)
     click.echo(f"attached [{done.index}]: {mapped}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 from pydantic import SecretStr
 
+from hopsearch.cli.render import echo_json
 from hopsearch.service.config.settings import MASK, Settings, load_settings, shown_url
 
 
@@ -42,7 +42,7 @@ def config() -> None:
 def show() -> None:
     """Print the effective settings as JSON (secrets masked)."""
     settings = load_settings()
-    click.echo(json.dumps({name: _shown(getattr(settings, name)) for name in Settings.model_fields}, indent=2))
+    echo_json({name: _shown(getattr(settings, name)) for name in Settings.model_fields})
 
 
 @config.command("reference")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import click
 
 from hopsearch.cli.local import escluster, esnode
+from hopsearch.cli.render import echo_json
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
 
@@ -85,7 +85,7 @@ def status(version: str | None, as_json: bool) -> None:
     info = esnode.ping(spec.url)
     pid = esnode.read_pid(spec)
     if as_json:
-        click.echo(json.dumps({"running": info is not None, "pid": pid, **(info or {"url": spec.url})}))
+        echo_json({"running": info is not None, "pid": pid, **(info or {"url": spec.url})}, indent=None)
     elif info is None:
         click.echo(f"Elasticsearch {spec.version}: not running at {spec.url}")
     else:

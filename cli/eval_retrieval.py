@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hopsearch.cli.options import caller_options, cli_caller
+from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
@@ -210,7 +211,7 @@ def retrieval(
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo_json(report)
         return
     header, lines = table_rows(report, k)
     if markdown:

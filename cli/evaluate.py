@@ -24,6 +24,7 @@ from rich.table import Table
 from hopsearch.cli.eval_retrieval import retrieval
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
+from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service import usecases
@@ -230,7 +231,7 @@ def answers(
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        echo_json(summary)
     else:
         console.print(summary_table(f"{strategy} on {questions.name} ({mode})", summary))
         console.print(f"per-question rows: {target}")

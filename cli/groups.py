@@ -9,12 +9,12 @@ or left out.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
 
+from hopsearch.cli.render import echo_json
 from hopsearch.service.auth.groups import EsGroups, UserGroups
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
@@ -38,7 +38,7 @@ def _run(work: Callable[[EsGroups], Awaitable[T]]) -> T:
 
 def _print(found: UserGroups, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
+        echo_json(found.to_dict(), indent=None)
     else:
         click.echo(f"{found.user}: {', '.join(found.groups) or '(no groups)'}")
 
@@ -80,7 +80,7 @@ def list_groups(as_json: bool) -> None:
     """Print every user with stored groups."""
     found = _run(lambda store: store.users())
     if as_json:
-        click.echo(json.dumps([row.to_dict() for row in found], ensure_ascii=False, indent=2))
+        echo_json([row.to_dict() for row in found])
     elif not found:
         click.echo("no users with stored groups")
     for row in [] if as_json else found:

@@ -16,7 +16,6 @@ dead letters are. Exit status (also in the README):
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +36,7 @@ from rich.progress import (
 )
 
 from hopsearch.cli.admin import cluster_overrides
+from hopsearch.cli.render import echo_json
 from hopsearch.loaders import history
 from hopsearch.loaders.api import LOADERS, Loader
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
@@ -127,7 +127,7 @@ def _resumable(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _print(report: LoadReport, as_json: bool, *, allow_rejects: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict())
     else:
         ok = "reconciled" if report.reconciled else "MISMATCH"
         click.echo(

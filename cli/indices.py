@@ -10,7 +10,6 @@ delete`` removes named indices or, with ``--all``, everything under the prefix; 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -19,6 +18,7 @@ from rich.table import Table
 
 from hopsearch.cli.attach import attach, detach
 from hopsearch.cli.options import with_store
+from hopsearch.cli.render import echo_json
 from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
 from hopsearch.service.config.settings import load_settings
@@ -62,7 +62,7 @@ def list_indices(as_json: bool) -> None:
                 row["note"] = note
             if ja_note := ja_tokens_note(row["index"], row["meta"]):
                 row["ja_note"] = ja_note
-        click.echo(json.dumps(rows + attached, indent=2))
+        echo_json(rows + attached)
         return
     _print_attached(attached)
     if not rows:
@@ -200,7 +200,7 @@ def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> No
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--acl") from exc
     if as_json:
-        click.echo(json.dumps(done, indent=2))
+        echo_json(done)
         return
     for row in done["indices"]:
         moved = f"schema {row['from']} → {row['to']}" if row["from"] < row["to"] else f"already schema {row['to']}"
@@ -226,7 +226,7 @@ def list_loads(size: int, all_prefixes: bool, as_json: bool) -> None:
     settings = load_settings()
     found = past_loads(settings.state_dir, None if all_prefixes else settings.index_prefix)[:size]
     if as_json:
-        click.echo(json.dumps([past.to_dict() | {"dead_letters": past.dead_letters} for past in found], indent=2))
+        echo_json([past.to_dict() | {"dead_letters": past.dead_letters} for past in found])
         return
     if not found:
         click.echo("no loads recorded")
@@ -249,7 +249,7 @@ def show_load(load_id: str) -> None:
     if len(matches) != 1:
         raise click.ClickException(f"{'no' if not matches else 'more than one'} load matches {load_id!r}")
     past = matches[0]
-    click.echo(json.dumps(past.to_dict() | {"dead_letters": past.dead_letters}, indent=2))
+    echo_json(past.to_dict() | {"dead_letters": past.dead_letters})
     if past.dead_letters:
         click.echo(f"first rejections in {past.report['dead_letter']}:")
         with open(past.report["dead_letter"], encoding="utf-8", errors="replace") as lines:

@@ -1,10 +1,10 @@
-"""``hopsearch keys create|list|revoke``: the API keys stored in ``<prefix>-keys`` (only a hash of each
-secret; the secret is printed once, by ``create``). The same as the service's admin-only ``/_keys``."""
+"""``hopsearch keys create|list|revoke|add-public-key|remove-public-key``: the API keys stored in
+``<prefix>-keys`` (only a hash of each secret; the secret is printed once, by ``create``) and the public
+keys of the end-user tokens each key's back end signs. The same as the service's admin-only ``/_keys``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -13,8 +13,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from hopsearch.cli.render import echo_json
 from hopsearch.service.access import ACTIONS
 from hopsearch.service.auth.keys import ALGORITHMS, KeyStore, NewKey, listed
+from hopsearch.service.auth.records import KeyRecord
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.store import Store
@@ -37,7 +39,16 @@ def _with_keys(work: Callable[[KeyStore], Awaitable[T]]) -> T:
 
 @click.group("keys")
 def keys() -> None:
-    """Create, list and revoke the service's stored API keys (<prefix>-keys)."""
+    """Create, list and revoke the service's stored API keys (<prefix>-keys); add and remove the public
+    keys of their end-user tokens."""
+
+
+def token_kids(record: KeyRecord) -> str:
+    """The ``kid`` each of the key's public keys' tokens name, as a sentence; empty where it has none."""
+    if not record.token_keys:
+        return ""
+    kids = ", ".join(f"`{record.name}/{t.kid}` ({t.algorithm})" for t in record.token_keys)
+    return f"end-user tokens of key {record.name} name kid {kids}"
 
 
 @keys.command("create")
@@ -62,6 +73,11 @@ def keys() -> None:
     help="PEM public key of the end-user tokens this key's back end signs.",
 )
 @click.option("--token-alg", type=click.Choice(ALGORITHMS), default=None, help="The algorithm of those tokens.")
+@click.option(
+    "--token-key-id",
+    default=None,
+    help="Id of that public key: tokens name kid NAME/ID (default: the key's name).",
+)
 @click.option("--namespace", default=None, help="Outline namespace bound to the key.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object; its `key` is the secret.")
 def create(
@@ -75,6 +91,7 @@ def create(
     per_minute: int | None,
     token_public_key: Path | None,
     token_alg: str | None,
+    token_key_id: str | None,
     namespace: str | None,
     as_json: bool,
 ) -> None:
@@ -91,12 +108,15 @@ def create(
         per_minute=per_minute,
         token_algorithm=token_alg,
         token_public_pem=pem,
+        token_key_id=token_key_id,
         namespace=namespace,
     )
     secret, record = _with_keys(lambda store: store.create(new))
     if as_json:
-        click.echo(json.dumps({**listed(record), "key": secret}))
+        echo_json({**listed(record), "key": secret}, indent=None)
         return
+    if record.token_keys:  # before the secret, which stays the last line
+        click.echo(token_kids(record))
     click.echo(f"created key {record.name}; its secret (shown once, keep it):")
     click.echo(secret)
 
@@ -107,13 +127,13 @@ def list_keys(as_json: bool) -> None:
     """Every key with its state, principals, scopes and limits (never a secret)."""
     rows = [listed(record) for record in _with_keys(lambda store: store.keys())]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not rows:
         click.echo("no stored keys")
         return
     table = Table(title="API keys")
-    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits"):
+    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys"):
         table.add_column(column, overflow="fold")
     for row in rows:
         limits = ", ".join(f"{k}={v}" for k, v in row["limits"].items() if v is not None)
@@ -126,6 +146,7 @@ def list_keys(as_json: bool) -> None:
             " ".join(row["actions"]),
             row["expires"] or "never",
             limits,
+            ", ".join(f"{t['kid']} ({t['algorithm']})" for t in row["token_keys"]),
         )
     Console(width=160).print(table)
 
@@ -136,3 +157,28 @@ def revoke(name: str) -> None:
     """Revoke key NAME: every service process refuses it within a second (the name stays taken)."""
     record = _with_keys(lambda store: store.revoke(name))
     click.echo(f"revoked key {record.name}")
+
+
+@keys.command("add-public-key")
+@click.argument("name")
+@click.argument("key_id")
+@click.argument("public_key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--alg", "algorithm", type=click.Choice(ALGORITHMS), required=True, help="The algorithm of its tokens.")
+def add_public_key(name: str, key_id: str, public_key: Path, algorithm: str) -> None:
+    """Register one more PEM public key, KEY_ID, with key NAME: tokens signed with it name kid NAME/KEY_ID,
+    and those of its other public keys stay accepted (rotate: add the new one, move the back end to it,
+    remove the old one)."""
+    pem = public_key.read_text(encoding="utf-8")
+    record = _with_keys(lambda store: store.add_token_key(name, key_id, algorithm, pem))
+    click.echo(f"added public key {key_id} to key {record.name}; {token_kids(record)}")
+
+
+@keys.command("remove-public-key")
+@click.argument("name")
+@click.argument("key_id")
+def remove_public_key(name: str, key_id: str) -> None:
+    """Remove public key KEY_ID from key NAME: tokens naming kid NAME/KEY_ID are refused from then on
+    (within a second in every service process); the key and its other public keys stay."""
+    record = _with_keys(lambda store: store.remove_token_key(name, key_id))
+    left = token_kids(record) or f"key {record.name} has no public key left: it takes no end-user tokens"
+    click.echo(f"removed public key {key_id} from key {record.name}; {left}")

@@ -5,13 +5,13 @@ passage they were derived from still there), each with its provenance and lineag
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import click
 
 from hopsearch.cli.options import caller_options, cli_caller
+from hopsearch.cli.render import echo_json
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines.lineage import bound_namespace, reader_for
@@ -28,7 +28,7 @@ def _settings(namespace: str | None) -> tuple[Settings, str]:
 
 def _print(outlines: Sequence[EntityOutline], max_age_s: float, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps([o.to_document() for o in outlines], indent=2, ensure_ascii=False))
+        echo_json([o.to_document() for o in outlines])
         return
     cutoff = datetime.now(UTC) - timedelta(seconds=max_age_s)
     for number, outline in enumerate(outlines):

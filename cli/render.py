@@ -1,18 +1,27 @@
-"""Human-readable output of an answer's trace document, shared by ``ask``, ``demo`` and ``traces show``:
-the step table (:func:`steps_table`), the answer text and :func:`print_answer`."""
+"""Output of the commands: an answer's trace document for people, shared by ``ask``, ``demo`` and ``traces
+show`` (the step table, :func:`steps_table`, the answer text and :func:`print_answer`), and every
+command's ``--json`` (:func:`echo_json`)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import click
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 EMPTY_ANSWER = "(empty: the model wrote nothing)"
+
+
+def echo_json(value: Any, *, indent: int | None = 2) -> None:
+    """``value`` printed as JSON, the one way every ``--json`` prints: UTF-8, text as it is (Japanese
+    stays Japanese, never ``\\uXXXX``)."""
+    click.echo(json.dumps(value, indent=indent, ensure_ascii=False))
 
 
 def answer_text(text: str | None) -> str:

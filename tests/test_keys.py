@@ -27,6 +27,7 @@ from hopsearch.service.errors import AlreadyExists, AuthenticationError, Authori
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
 from tests.permissions_corpus import QUERY, found_markers, load_corpus, readable
+from tests.service_processes import hopsearch_serve
 
 
 @pytest.fixture
@@ -154,6 +155,7 @@ def test_keys_cli_creates_lists_and_revokes(es_node: EsNode, tmp_path: Path) -> 
         again = runner.invoke(main, ["keys", "create", "ops", "--admin"], env=env)
         listing = runner.invoke(main, ["keys", "list", "--json"], env=env)
         table = runner.invoke(main, ["keys", "list"], env=env)
+        no_such_public_key = runner.invoke(main, ["keys", "remove-public-key", "backend", "ed9"], env=env)
         revoked = runner.invoke(main, ["keys", "revoke", "backend"], env=env)
         after = json.loads(runner.invoke(main, ["keys", "list", "--json"], env=env).output)
         missing = runner.invoke(main, ["keys", "revoke", "nobody"], env=env)
@@ -168,6 +170,9 @@ def test_keys_cli_creates_lists_and_revokes(es_node: EsNode, tmp_path: Path) -> 
     secret = plain.output.strip().splitlines()[-1]
     assert again.exit_code != 0 and "exists already" in again.output
     assert listing.exit_code == 0 and table.exit_code == 0 and "backend" in table.output
+    assert "public keys" in table.output and "backend (EdDSA)" in table.output  # its id: the key's name
+    assert no_such_public_key.exit_code == 1
+    assert "key [backend] has no public key [ed9] (it has: backend)" in no_such_public_key.output
     rows = json.loads(listing.output)
     assert [r["name"] for r in rows] == ["backend", "ops"] and [r["state"] for r in rows] == ["active"] * 2
     assert created["key"] not in listing.output + table.output and secret not in listing.output + table.output
@@ -235,3 +240,28 @@ async def test_serve_listens_beyond_loopback_only_with_keys(keystore: KeyStore) 
     assert not await asyncio.to_thread(stored_keys, settings)
     await keystore.create(NewKey("ops", admin=True))
     assert await asyncio.to_thread(stored_keys, settings)
+
+
+def test_serve_says_it_is_open_only_where_no_key_is_stored(es8_node: EsNode, tmp_path: Path) -> None:
+    """``hopsearch serve`` warns that authentication is off only while ``<prefix>-keys`` holds no key
+    (issue 42 item 13): a key made by ``hopsearch keys create`` counts, as it does at the gate."""
+    prefix = f"tk{uuid.uuid4().hex[:10]}"
+    env = {
+        "HOPSEARCH_ES_URL": es8_node.url,
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_EMBEDDER": "none",
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
+    }
+    try:
+        with hopsearch_serve(env, tmp_path / "open.log") as served:
+            opened = httpx.get(f"{served.url}/_keys")
+        made = CliRunner().invoke(main, ["keys", "create", "ops", "--admin"], env=env)
+        assert made.exit_code == 0, made.output
+        with hopsearch_serve(env, tmp_path / "keyed.log") as served:
+            keyed = httpx.get(f"{served.url}/_keys")
+    finally:
+        httpx.delete(f"{es8_node.url}/{prefix}-*")
+    open_log, keyed_log = ((tmp_path / name).read_text() for name in ("open.log", "keyed.log"))
+    assert opened.status_code == 200 and keyed.status_code == 401  # what the gate decided
+    assert "no API keys" not in keyed_log, keyed_log
+    assert f"no API keys: none configured (HOPSEARCH_API_KEYS) and none stored in [{prefix}-keys]" in open_log

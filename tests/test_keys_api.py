@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,6 +25,7 @@ from hopsearch.service.errors import AuthorizationError
 from hopsearch.service.outlines.lineage import bound_namespace
 from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.conftest import EsNode
+from tests.token_fixtures import pem
 
 
 def error_of(response: httpx.Response) -> tuple[int, str, str]:
@@ -80,6 +82,40 @@ async def test_keys_route_creates_lists_and_revokes_for_admins_only(es8_node: Es
     counts = audit_counts(metrics)
     assert counts["key_created"] == 2 and counts["key_revoked"] == 1 and counts["action_refused"] == 4
     assert counts["auth_revoked_key"] == 1
+
+
+async def test_public_keys_are_added_and_removed_by_admins_over_the_routes(es8_node: EsNode) -> None:
+    """``POST /_keys`` names its public key; ``/_keys/{name}/public_keys`` adds another and removes one
+    (issue 42 item 4): each answer is the key as listed; a duplicate id, an unknown one, a bad id and a
+    caller that is no admin are refused saying why."""
+    first, second = (pem(ed25519.Ed25519PrivateKey.generate().public_key()) for _ in range(2))
+    async with serving(es8_node.url, api_key_cache_s=0, acl_default="public") as api:
+        body = {"principals": ["public"], "token_alg": "EdDSA", "token_public_key": first, "token_key_id": "ed1"}
+        await make_key(api, "intranet", **body)
+        reader = await make_key(api, "reader", principals=["public"])
+        route = "/_keys/intranet/public_keys"
+        second_key = {"token_key_id": "ed2", "token_alg": "EdDSA", "token_public_key": second}
+        added = await api.client.post(route, json=second_key)
+        again = await api.client.post(route, json=second_key)
+        bad_id = await api.client.post(route, json={**second_key, "token_key_id": "a/b"})
+        no_key = await api.client.post("/_keys/nobody/public_keys", json=second_key)
+        as_reader = await api.client.post(route, json={**second_key, "token_key_id": "ed3"}, headers=auth(reader))
+        removed = await api.client.delete(f"{route}/ed1")
+        unknown = await api.client.delete(f"{route}/ed1")
+        listing = await api.client.get("/_keys")
+        metrics = (await api.client.get("/_metrics")).text
+    assert added.status_code == 200, added.text
+    assert added.json()["token_keys"] == [{"kid": "ed1", "algorithm": "EdDSA"}, {"kid": "ed2", "algorithm": "EdDSA"}]
+    assert error_of(again)[:2] == (400, "resource_already_exists_exception") and "[ed2]" in error_of(again)[2]
+    assert error_of(bad_id)[0] == 400 and "bad public key id 'a/b'" in error_of(bad_id)[2]
+    assert error_of(no_key)[0] == 404 and "no key named [nobody]" in error_of(no_key)[2]
+    assert error_of(as_reader)[0] == 403
+    assert removed.status_code == 200 and removed.json()["token_keys"] == [{"kid": "ed2", "algorithm": "EdDSA"}]
+    assert error_of(unknown)[0] == 404 and "has no public key [ed1] (it has: ed2)" in error_of(unknown)[2]
+    [intranet] = [k for k in listing.json()["keys"] if k["name"] == "intranet"]
+    assert intranet["token_keys"] == [{"kid": "ed2", "algorithm": "EdDSA"}]
+    counts = audit_counts(metrics)
+    assert counts["token_key_added"] == 1 and counts["token_key_removed"] == 1
 
 
 async def test_actions_and_index_patterns_per_route(es8_node: EsNode) -> None:

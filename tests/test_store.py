@@ -204,5 +204,6 @@ async def test_msearch_answers_and_refusals_keep_their_shape(store: Store) -> No
     assert "hits" in kept[0] and kept[1]["status"] == 404 and "error" in kept[1]
     with pytest.raises(StoreError) as refused:
         await store.msearch([(alias, {"bogus": 1})])
-    assert str(refused.value).startswith("msearch: parsing_exception: ") and "bogus" in str(refused.value)
+    assert str(refused.value).startswith(f"Searching [{alias}] failed: parsing_exception: ")
+    assert "bogus" in str(refused.value)
     assert refused.value.status == 400 and refused.value.details["status"] == 400

@@ -228,7 +228,7 @@ async def test_unknown_and_missing_kids_keys_without_public_keys_and_bad_claims(
     assert "names no API key" in (await refused(check, sign(ed_key, "EdDSA", "nobody/ed1", claims()))).message
     assert "names no `kid`" in (await refused(check, sign(ed_key, "EdDSA", None, claims()))).message
     error = await refused(check, sign(ed_key, "EdDSA", "plain", claims()))
-    assert "has no registered public key" in error.message and "--token-public-key" in error.message
+    assert "has no registered public key" in error.message and "keys add-public-key plain" in error.message
     assert "has no public key [ed9]" in (await refused(check, sign(ed_key, "EdDSA", "intranet/ed9", claims()))).message
     no_sub = {k: v for k, v in claims().items() if k != "sub"}
     assert "no `sub`" in (await refused(check, sign(ed_key, "EdDSA", "intranet/ed1", no_sub))).message
@@ -462,7 +462,7 @@ async def test_the_readme_example_mints_a_token_the_service_accepts(
     (tmp_path / "backend.pem").write_bytes(private)
     monkeypatch.chdir(tmp_path)
     defined: dict[str, Any] = {}
-    exec(code[: code.index("httpx.post(")], defined)  # everything but the request itself
+    exec(code[: code.index("response = httpx.post(")], defined)  # everything but the request itself
     registered = token_key("ed1", "EdDSA", pem(ed_key.public_key()))
     key = KeyRecord("intranet", frozenset({"group:staff", "group:hr"}), token_keys=(registered,))
     check, _ = verifier(key)

@@ -58,15 +58,11 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not settings.api_keys and not settings.idp_issuer:
-            log.warning(
-                "no API keys configured (HOPSEARCH_API_KEYS): unless `hopsearch keys create` stored some, "
-                "authentication is off and only loopback Host names are served"
-            )
         try:
             await state.runtime()
         except HopsearchError as exc:
             log.warning("Elasticsearch not reachable yet (%s); connecting on first request", exc.error_type)
+        await _say_whether_open(state)
         try:
             async with tools.session_manager.run():  # the MCP tools at /_mcp
                 yield
@@ -99,6 +95,32 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.add_middleware(McpPath)  # outermost: /_mcp is /_mcp/, never a 307
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
+
+
+async def _say_whether_open(state: ApiState) -> None:
+    """Warn at start where no request will need a key: no flat key, no IdP and no key stored in
+    ``<prefix>-keys`` (what the gate decides on, :func:`~.middleware.gate.open_service_check`)."""
+    settings = state.settings
+    if settings.api_keys or settings.idp_issuer:
+        return
+    index = settings.keys_index
+    try:
+        stored = await (await state.key_store()).any_keys()
+    except HopsearchError:
+        log.warning(
+            "no API keys configured (HOPSEARCH_API_KEYS) and [%s] could not be read yet: while it holds none, "
+            "authentication is off and only loopback Host names are served",
+            index,
+        )
+        return
+    if stored:
+        log.info("API keys are stored in [%s]: every request needs a key", index)
+        return
+    log.warning(
+        "no API keys: none configured (HOPSEARCH_API_KEYS) and none stored in [%s] (hopsearch keys create): "
+        "authentication is off and only loopback Host names are served",
+        index,
+    )
 
 
 def app_from_settings() -> FastAPI:

@@ -261,7 +261,18 @@ class KeyCreateRequest(_Request):
     per_minute: int | None = Field(None, ge=1)
     token_alg: Literal["EdDSA", "RS256"] | None = None
     token_public_key: str | None = Field(None, max_length=16384, description="PEM public key of end-user tokens.")
+    token_key_id: str | None = Field(
+        None, min_length=1, max_length=128, description="Its id: tokens name kid `<name>/<id>` (default: the name)."
+    )
     namespace: str | None = Field(None, min_length=1, max_length=256)
+
+
+class PublicKeyAddRequest(_Request):
+    """``POST /_keys/{name}/public_keys``: one more public key of the key's end-user tokens."""
+
+    token_key_id: str = Field(min_length=1, max_length=128, description="Its id: tokens name kid `<name>/<id>`.")
+    token_alg: Literal["EdDSA", "RS256"]
+    token_public_key: str = Field(min_length=1, max_length=16384, description="PEM public key.")
 
 
 class KeyLimitsModel(BaseModel):

@@ -171,7 +171,7 @@ class EsGroups:
         client = self.store.client
         await call(
             client.delete(index=self.index, id=key, if_seq_no=seq_no, if_primary_term=term, refresh="true"),
-            f"delete the groups of {key}",
+            f"deleting the groups of [{key}]",
         )
 
     async def users(self) -> list[UserGroups]:

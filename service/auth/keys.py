@@ -15,7 +15,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -107,12 +107,24 @@ def check_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
     return chosen or ("*",)
 
 
+def check_key_id(kid: str) -> str:
+    """A public key's id (what an end-user token's ``kid`` names after ``<key name>/``): the key names'
+    spelling, so never a ``/``."""
+    if not _NAME.match(kid):
+        raise _bad(
+            "token_key_id",
+            f"bad public key id {kid!r}: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return kid
+
+
 def token_key(kid: str, algorithm: str, public_pem: str) -> TokenKey:
-    """A public key registered with a key, checked: a PEM public key of the algorithm's kind (Ed25519 for
-    EdDSA, RSA of at least 2048 bits for RS256)."""
+    """A public key registered with a key under the id ``kid``, checked: a PEM public key of the
+    algorithm's kind (Ed25519 for EdDSA, RSA of at least 2048 bits for RS256)."""
     from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+    check_key_id(kid)
     if algorithm not in ALGORITHMS:
         raise _bad("token_alg", f"token algorithm {algorithm!r}: one of {', '.join(ALGORITHMS)}")
     try:
@@ -237,6 +249,8 @@ class NewKey:
     per_minute: int | None = None
     token_algorithm: str | None = None
     token_public_pem: str | None = None
+    #: The public key's id (the ``kid`` of its tokens is ``<name>/<id>``); default: the key's name.
+    token_key_id: str | None = None
     namespace: str | None = None
 
 
@@ -279,9 +293,11 @@ class KeyStore:
             raise _bad("per_minute", "requests per minute must be at least 1")
         if (new.token_public_pem is None) != (new.token_algorithm is None):
             raise InputError("a token public key and its algorithm go together (--token-public-key, --token-alg)")
+        if new.token_key_id is not None and new.token_public_pem is None:
+            raise InputError("a public key id names a token public key: give one (--token-public-key, --token-alg)")
         token_keys: tuple[TokenKey, ...] = ()
         if new.token_public_pem is not None and new.token_algorithm is not None:
-            token_keys = (token_key(name, new.token_algorithm, new.token_public_pem),)
+            token_keys = (token_key(new.token_key_id or name, new.token_algorithm, new.token_public_pem),)
         actions = check_actions(new.actions) if new.actions else ACTIONS - {"admin"}
         if "admin" in actions and not new.admin:
             raise _bad("actions", "the admin action is an admin key's: create it with admin (--admin)")
@@ -314,7 +330,57 @@ class KeyStore:
 
     async def revoke(self, name: str, *, now: datetime | None = None) -> KeyRecord:
         """Flags the key revoked (kept, so its name stays taken and the listing says so); 404 if none."""
-        now = now or datetime.now(UTC)
+        stamp = (now or datetime.now(UTC)).isoformat()
+
+        def revoked(doc: dict[str, Any]) -> dict[str, Any]:
+            return doc | {"revoked": True, "revoked_at": doc.get("revoked_at") or stamp}
+
+        record = await self._change(name, revoked, "revoked")
+        log.info("key revoked: %s", name, extra={"event": "key_revoked", "key": name})
+        return record
+
+    async def add_token_key(self, name: str, kid: str, algorithm: str, public_pem: str) -> KeyRecord:
+        """Registers one more public key with key ``name``: its tokens and those of the public keys it
+        already has are all accepted (a rotation's overlap), each naming its own ``kid``."""
+        added = token_key(kid, algorithm, public_pem)
+
+        def with_it(doc: dict[str, Any]) -> dict[str, Any]:
+            kept = list(doc.get("token_keys") or ())
+            if any(t.get("kid") == kid for t in kept):
+                raise AlreadyExists(f"key [{name}] has a public key [{kid}] already: pick another id or remove it")
+            fresh = {"kid": added.kid, "algorithm": added.algorithm, "public_pem": added.public_pem}
+            return doc | {"token_keys": [*kept, fresh]}
+
+        record = await self._change(name, with_it, "given a public key")
+        log.info(
+            "public key %s added to key %s", kid, name, extra={"event": "token_key_added", "key": name, "kid": kid}
+        )
+        return record
+
+    async def remove_token_key(self, name: str, kid: str) -> KeyRecord:
+        """Removes the public key ``kid`` from key ``name``: tokens naming it are refused from then on
+        (within ``api_key_cache_s`` in every process); 404 where the key has none of that id."""
+
+        def without_it(doc: dict[str, Any]) -> dict[str, Any]:
+            kept = list(doc.get("token_keys") or ())
+            left = [t for t in kept if t.get("kid") != kid]
+            if len(left) == len(kept):
+                known = ", ".join(str(t.get("kid")) for t in kept) or "none"
+                raise NotFound(f"key [{name}] has no public key [{kid}] (it has: {known})")
+            return doc | {"token_keys": left}
+
+        record = await self._change(name, without_it, "rid of a public key")
+        log.info(
+            "public key %s removed from key %s",
+            kid,
+            name,
+            extra={"event": "token_key_removed", "key": name, "kid": kid},
+        )
+        return record
+
+    async def _change(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], doing: str) -> KeyRecord:
+        """Key ``name``'s document changed by ``change`` (which may raise to refuse), written only over the
+        version it read (another writer's change is read again and ``change`` applied to it); 404 if none."""
         digest = await self._hash_of(name)
         if digest is None:
             raise NotFound(f"no key named [{name}]", details={"index": self.index})
@@ -323,7 +389,7 @@ class KeyStore:
             if found is None:
                 raise NotFound(f"no key named [{name}]", details={"index": self.index})
             doc, seq_no, term = found
-            doc |= {"revoked": True, "revoked_at": doc.get("revoked_at") or now.isoformat()}
+            doc = change(doc)
             try:
                 await self.store.put_document(
                     self.index, digest, doc, refresh=True, if_seq_no=seq_no, if_primary_term=term
@@ -331,9 +397,8 @@ class KeyStore:
             except VersionConflict:
                 continue
             self._by_hash.pop(digest, None)
-            log.info("key revoked: %s", name, extra={"event": "key_revoked", "key": name})
             return record_of(doc)
-        raise ConfigError(f"key [{name}] kept changing while it was revoked; try again")
+        raise ConfigError(f"key [{name}] kept changing while it was {doing}; try again")
 
     async def keys(self) -> list[KeyRecord]:
         """Every key (revoked ones too), by name."""

@@ -170,7 +170,7 @@ class JwtVerifier:
             refuse(
                 "unknown_key",
                 f"API key [{record.name}] has no registered public key: register one "
-                "(hopsearch keys create … --token-public-key FILE --token-alg EdDSA)",
+                f"(hopsearch keys add-public-key {record.name} ID FILE --alg EdDSA)",
                 key=record.name,
             )
         if not key_id and len(record.token_keys) == 1:

@@ -1,9 +1,10 @@
 """Settings checked for a person: names that are no setting, and values a setting does not take.
 
 :func:`~hopsearch.service.config.settings.load_settings` reads the environment and the file named by
-``HOPSEARCH_CONFIG`` and passes what it found here (this module reads neither). A ``HOPSEARCH_*``
-variable or a file key that names no setting is otherwise silently ignored (a typo such as
-``HOPSEARCH_EMBEDER`` leaves the default in force): each is a warning naming the closest setting. A
+``HOPSEARCH_CONFIG`` and passes what it found here (this module reads neither). Names are matched as
+the settings match them, whatever their case. A ``HOPSEARCH_*`` variable or a file key that names no
+setting is otherwise silently ignored (a typo such as ``HOPSEARCH_EMBEDER`` leaves the default in
+force): each is a warning naming the closest setting. A
 value a setting refuses is one line per setting (where it was set, the value, what the setting
 takes) instead of pydantic's report.
 """
@@ -43,12 +44,18 @@ def unknown_variables(names: Iterable[str], fields: Collection[str]) -> list[str
 
 
 def unknown_keys(keys: Iterable[str], fields: Collection[str], file: str) -> list[str]:
-    """A warning for each key of the settings file that is no setting, with the closest setting."""
-    return [
-        f"{file}: key {key!r} is not a setting; {_hint(closest(key.lower(), fields))}"
-        for key in keys
-        if key not in fields
-    ]
+    """A warning for each key of the settings file that is no setting (matched as the settings match
+    them, ignoring case), with the closest setting (a variable's name, ``HOPSEARCH_EMBEDDER``, is the
+    setting's name without its prefix)."""
+    warnings = []
+    for key in keys:
+        name = key.lower()
+        if name in fields:
+            continue
+        bare = name.removeprefix(ENV_PREFIX.lower())
+        near = bare if bare in fields else closest(name, fields)
+        warnings.append(f"{file}: key {key!r} is not a setting; {_hint(near)}")
+    return warnings
 
 
 def _hint(near: str | None) -> str:

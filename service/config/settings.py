@@ -1,7 +1,8 @@
 """The one settings object. It is the only reader of the environment.
 
 Values come from, highest first: keyword arguments, ``HOPSEARCH_*`` environment variables, the TOML
-file named by ``HOPSEARCH_CONFIG`` (optional), then the defaults below. List values (URLs) accept a
+file named by ``HOPSEARCH_CONFIG`` (optional; :mod:`~hopsearch.service.config.file`), then the defaults
+below. Names are read whatever their case, in the environment and in the file. List values (URLs) accept a
 comma-separated string in the environment. :func:`load_settings` warns of ``HOPSEARCH_*`` names and
 file keys that are no setting (naming the closest) and turns a refused value into one line
 (:mod:`~hopsearch.service.config.names`).
@@ -12,20 +13,21 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
+from hopsearch.service.config.file import read_config_file, settings_values
 from hopsearch.service.config.names import bad_values, unknown_keys, unknown_variables
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.types import Bm25Query
@@ -85,9 +87,25 @@ DEFAULT_ZIP_MAX_RATIO = 200.0
 DEFAULT_ZIP_MAX_MEMBERS = 20_000
 
 
-#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks).
-_USERINFO_PASSWORD = re.compile(r"(?<=://)([^/@\s:,]*):[^/\s,]*@")
+#: The ``user:password@`` of a URL (the password is what :func:`shown_url` masks), after its scheme or, in
+#: a URL written without one, at the start of the text, a value or a list item.
+_USERINFO_PASSWORD = re.compile(r"(?:(?<=://)|^|(?<=[\s,'\"\[]))([^/@\s:,'\"\[]*):[^/\s,'\"]*@")
 MASK = "**********"
+URL_SCHEMES = ("http", "https")
+
+
+def checked_url(url: str) -> str:
+    """``url`` if it is an ``http://`` or ``https://`` URL with a host; a ``ValueError`` saying what to
+    change else (``localhost:9200`` reads as scheme ``localhost``: it is named as a URL with no scheme)."""
+    shown = shown_url(url)
+    if "://" not in url:
+        raise ValueError(f"URL {shown!r} has no scheme: add http:// or https:// (http://{shown})")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in URL_SCHEMES:
+        raise ValueError(f"URL {shown!r} has the scheme {parts.scheme}: use http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"URL {shown!r} has no host")
+    return url
 
 
 def shown_url(url: str) -> str:
@@ -495,10 +513,15 @@ class Settings(BaseSettings):
     @classmethod
     def _split_urls(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+            return [checked_url(part.strip().rstrip("/")) for part in value.split(",") if part.strip()]
         if isinstance(value, list):
-            return [str(part).strip().rstrip("/") for part in value]
+            return [checked_url(str(part).strip().rstrip("/")) for part in value]
         return value
+
+    @field_validator("embed_base_url", "rerank_url", mode="before")
+    @classmethod
+    def _check_url(cls, value: Any) -> Any:
+        return checked_url(value.strip()) if isinstance(value, str) and value.strip() else value
 
     @model_validator(mode="after")
     def _local_defaults(self) -> Settings:
@@ -544,7 +567,8 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         config_file = os.environ.get("HOPSEARCH_CONFIG")
         if config_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+            values = settings_values(read_config_file(Path(config_file)))
+            sources.append(InitSettingsSource(settings_cls, init_kwargs=values))
         return tuple(sources)
 
     # --- derived names -------------------------------------------------------------------------
@@ -577,11 +601,13 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings (environment, optional TOML file) with explicit overrides on top. Names that
-    are no setting are logged as warnings; refused values are a :class:`ConfigError` of one line each."""
+    are no setting are logged as warnings; refused values, and a named file that is missing or no TOML,
+    are a :class:`ConfigError` of one line each."""
     fields = frozenset(Settings.model_fields)
     config_file = os.environ.get("HOPSEARCH_CONFIG")
-    in_file = _read_file(Path(config_file)) if config_file else {}
-    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(in_file, fields, str(config_file))):
+    written = read_config_file(Path(config_file)) if config_file else {}
+    in_file = settings_values(written)
+    for warning in (*unknown_variables(os.environ, fields), *unknown_keys(written, fields, str(config_file))):
         log.warning("%s", warning)
     try:
         return Settings(**overrides)
@@ -597,17 +623,6 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(bad_values(exc.errors(), where, _shown_value)) from exc
     except SettingsError as exc:
         raise ConfigError(f"bad setting: {exc}") from exc
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    """The settings file's keys and values (what the TOML source reads again), checked for a person."""
-    if not path.is_file():
-        log.warning("HOPSEARCH_CONFIG names %s, which is not a file: no settings read from it", path)
-        return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path} (HOPSEARCH_CONFIG): {exc}") from exc
 
 
 def _shown_value(field: str, value: Any) -> str:

@@ -33,7 +33,7 @@ async def index_names(store: Store, name: str) -> set[str]:
     a question read: mostly the passages alias)."""
     names = {name}
     try:
-        response = body_of(await call(store.client.indices.get_alias(index=name), f"get alias {name}"))
+        response = body_of(await call(store.client.indices.get_alias(index=name), f"reading the aliases of [{name}]"))
     except IndexMissing:
         return names
     for concrete, body in response.items():
@@ -152,7 +152,7 @@ async def _all_outlines(store: Store, index: str) -> list[tuple[str, dict[str, A
 
 
 async def _fill(store: Store, index: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
-    await call(store.client.indices.create(index=index, body=load_template("outlines")), f"create index {index}")
+    await call(store.client.indices.create(index=index, body=load_template("outlines")), f"creating index [{index}]")
     _, errors = await store.bulk({"_index": index, "_id": i, "_source": doc} for i, doc in docs)
     if errors:
         raise StoreError(f"rebuilding {index}: {len(errors)} outline(s) not written", details={"errors": errors[:3]})
@@ -174,7 +174,7 @@ async def rebuild_outlines(store: Store) -> tuple[int, int]:
             f"[{spare}] exists (an earlier rebuild stopped): its outlines are the copy; restore or delete it"
         )
     await _fill(store, spare, docs)
-    await call(store.client.indices.delete(index=outlines.index), f"delete {outlines.index}")
+    await call(store.client.indices.delete(index=outlines.index), f"deleting index [{outlines.index}]")
     await _fill(store, outlines.index, docs)
-    await call(store.client.indices.delete(index=spare), f"delete {spare}")
+    await call(store.client.indices.delete(index=spare), f"deleting index [{spare}]")
     return before, len(docs)

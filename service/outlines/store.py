@@ -160,7 +160,11 @@ class EsOutlineStore:
         if self._schema is None:
             if not await self.store.exists(self.index):
                 return 0
-            mapping = body_of(await call(self.store.client.indices.get_mapping(index=self.index), "get mapping"))
+            mapping = body_of(
+                await call(
+                    self.store.client.indices.get_mapping(index=self.index), f"reading the mapping of [{self.index}]"
+                )
+            )
             versions = [int(m.get("mappings", {}).get("_meta", {}).get("schema_version", 1)) for m in mapping.values()]
             self._schema = min(versions, default=1)
         return self._schema

@@ -194,7 +194,14 @@ class EsRetriever:
             again: list[int] = []
             for n, (i, query_plan) in enumerate(zip(todo, planned.queries, strict=True)):
                 results[i] = result_of(
-                    query_plan, responses, batch_vectors.get(n), method, unembedded, facts.fields, kind
+                    query_plan,
+                    responses,
+                    batch_vectors.get(n),
+                    method,
+                    unembedded,
+                    facts.fields,
+                    kind,
+                    index=scope.index,
                 )
                 if results[i] is None:  # the server refused its rrf retriever for this one
                     if not self.store.rrf_refusal:
@@ -205,7 +212,9 @@ class EsRetriever:
                 break
         done = [r for r in results if r is not None]
         if len(done) != len(queries):
-            raise StoreError(f"msearch: the rrf retriever was refused twice ({self.store.rrf_refusal})")
+            raise StoreError(
+                f"Searching [{scope.index}] failed: the rrf retriever was refused twice ({self.store.rrf_refusal})"
+            )
         return done
 
     async def _hop(self, facts: IndexFacts, results: Sequence[SearchResult]) -> list[SearchResult]:

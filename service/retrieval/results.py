@@ -14,6 +14,7 @@ from hopsearch.service.errors import StoreError
 from hopsearch.service.retrieval.bodies import EXCERPT_CHARS, EXCERPT_FRAGMENTS
 from hopsearch.service.retrieval.fusion import refused, rrf, with_score
 from hopsearch.service.retrieval.planner import QueryPlan
+from hopsearch.service.store.esclient import failed
 from hopsearch.service.types import DenseMethod, Hit, SearchResult, make_hit
 
 RAW_ID: Callable[[Mapping[str, Any]], str] = itemgetter("_id")
@@ -106,17 +107,20 @@ def result_of(
     unembedded: int = 0,
     fields: FieldMap = HOPSEARCH_FIELDS,
     vector_index: str = "",
+    *,
+    index: str = "",
 ) -> SearchResult | None:
     """The result of one query of a plan; ``None`` where the server refused its rrf retriever (the caller
     plans it again with client-side RRF). Any other failed search raises with its reason. Hits are read
-    through ``fields`` (an attached index's field map)."""
+    through ``fields`` (an attached index's field map); ``index`` names what was searched in an error."""
     query = plan.query
     for slot, position in plan.slots.items():
         if "error" in responses[position]:
             if slot == "fused" and refused(responses[position]["error"]):
                 return None
-            err = responses[position]["error"]
-            raise StoreError(f"msearch: {err}", details={"status": responses[position].get("status")})
+            what = f"searching [{index}]" if index else "searching"
+            status = responses[position].get("status")
+            raise StoreError(failed(what, item_reason(responses[position])), details={"status": status})
     took = float(sum(responses[s].get("took", 0) for s in plan.slots.values()))
     raw_bm25 = responses[plan.slots["bm25"]] if "bm25" in plan.slots else {}
     if method == "rerank" and fields is not HOPSEARCH_FIELDS and fields.vector:  # the vector read, then left out

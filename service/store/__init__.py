@@ -8,9 +8,8 @@ import logging
 
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.store.attachments import Attachments
-from hopsearch.service.store.esclient import make_client, probe
+from hopsearch.service.store.esclient import error_reason, make_client, probe
 from hopsearch.service.store.indices import SCHEMA_VERSION, embedding_mapping, load_template
-from hopsearch.service.store.searches import error_reason
 
 log = logging.getLogger(__name__)
 

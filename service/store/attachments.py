@@ -88,7 +88,10 @@ class Attachments(IndexLifecycle, Documents, Searches):
     async def delete_attachment(self, index: str) -> bool:
         """Forget the field map of ``index`` (the index itself is left as it is); False where none was kept."""
         try:
-            await call(self.client.delete(index=self.settings.attached_index, id=index, refresh="true"), "detach")
+            await call(
+                self.client.delete(index=self.settings.attached_index, id=index, refresh="true"),
+                f"forgetting the field map of [{index}]",
+            )
         except IndexMissing:
             return False
         except StoreError as exc:
@@ -101,7 +104,9 @@ class Attachments(IndexLifecycle, Documents, Searches):
 
     async def _mappings(self, index: str) -> dict[str, dict[str, dict[str, Any]]]:
         """The fields of each index behind ``index`` (:func:`~hopsearch.service.attached.checks.mapped_fields`)."""
-        response = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        response = body_of(
+            await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]")
+        )
         return {concrete: mapped_fields(body.get("mappings") or {}) for concrete, body in sorted(response.items())}
 
     async def mapping_fields(
@@ -134,7 +139,9 @@ class Attachments(IndexLifecycle, Documents, Searches):
         custom = set().union(*(custom_normalizers(title, fields) for fields in mappings.values()))
         normalizers: dict[str, Any] = {}
         if custom:
-            response = body_of(await call(self.client.indices.get_settings(index=index), f"get settings {index}"))
+            response = body_of(
+                await call(self.client.indices.get_settings(index=index), f"reading the settings of [{index}]")
+            )
             for concrete, body in response.items():
                 analysis = body.get("settings", {}).get("index", {}).get("analysis", {})
                 normalizers[concrete] = analysis.get("normalizer") or {}

@@ -45,20 +45,27 @@ class Connected:
 
     async def cluster_health(self) -> dict[str, Any]:
         """``GET _cluster/health`` (status, nodes, shards)."""
-        return body_of(await call(self.client.cluster.health(), "cluster health"))
+        return body_of(await call(self.client.cluster.health(), "reading the cluster's health"))
 
     async def cluster_root(self) -> dict[str, Any]:
         """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
         node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
         try:
-            root = body_of(await call(self.client.info(), "info"))
+            root = body_of(await call(self.client.info(), "reading the cluster's root (GET /)"))
         except StoreError:
             fields = "nodes.*.name,nodes.*.version,nodes.*.build_flavor,nodes.*.build_type,nodes.*.build_hash"
-            nodes = body_of(await call(self.client.nodes.info(node_id="_local", filter_path=fields), "nodes info"))
+            nodes = body_of(
+                await call(
+                    self.client.nodes.info(node_id="_local", filter_path=fields), "reading the node's information"
+                )
+            )
             node: dict[str, Any] = next(iter(nodes.get("nodes", {}).values()), {})
             health = await self.cluster_health()
             state = body_of(
-                await call(self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"), "uuid")
+                await call(
+                    self.client.cluster.state(metric="metadata", filter_path="metadata.cluster_uuid"),
+                    "reading the cluster's uuid",
+                )
             )
             build = {key: node[key] for key in ("build_flavor", "build_type", "build_hash") if key in node}
             root = {
@@ -74,13 +81,14 @@ class Connected:
         """``GET /_license`` (read once; ``{}`` where the server has no licensing)."""
         if self._licence is None:
             try:
-                self._licence = body_of(await call(self.client.license.get(), "get licence"))
+                self._licence = body_of(await call(self.client.license.get(), "reading the cluster's licence"))
             except StoreError:
                 self._licence = {}
         return self._licence
 
     async def refresh(self, index: str | None = None) -> None:
-        await call(self.client.indices.refresh(index=index or self.settings.passages_alias), "refresh")
+        name = index or self.settings.passages_alias
+        await call(self.client.indices.refresh(index=name), f"refreshing [{name}]")
 
     async def resolve_index(self, expression: str) -> dict[str, Any]:
         """``GET _resolve/index/<expression>`` over every index (hidden and closed ones too): the indices,
@@ -88,7 +96,9 @@ class Connected:
         name exists (8.x and 9.x answer 404 for a missing concrete name, 7.17 an empty answer). A name
         Elasticsearch refuses as invalid names nothing either (no index can have it)."""
         try:
-            answer = await call(self.client.indices.resolve_index(name=expression, expand_wildcards="all"), "resolve")
+            answer = await call(
+                self.client.indices.resolve_index(name=expression, expand_wildcards="all"), f"resolving [{expression}]"
+            )
         except IndexMissing:
             return {"indices": [], "aliases": [], "data_streams": []}
         except StoreError as exc:

@@ -47,7 +47,7 @@ class Documents(Connected):
         params |= self.write_params()
         await call(
             self.client.index(index=index, id=doc_id, body=dict(body), **params),
-            f"index document into {index}",
+            f"writing document [{doc_id}] into [{index}]",
         )
 
     async def create_document(self, index: str, doc_id: str, body: Mapping[str, Any], *, refresh: bool = False) -> bool:
@@ -63,7 +63,7 @@ class Documents(Connected):
         """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
         or ``None``. A real-time get: it sees the latest write without a refresh."""
         try:
-            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
+            response = body_of(await call(self.client.get(index=index, id=doc_id), f"reading [{doc_id}] of [{index}]"))
         except IndexMissing:
             return None
         source = response.get("_source")
@@ -77,7 +77,10 @@ class Documents(Connected):
             return {}
         try:
             response = body_of(
-                await call(self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)), "mget")
+                await call(
+                    self.client.mget(index=index, body={"ids": list(ids)}, _source=list(fields)),
+                    f"reading {len(ids)} documents of [{index}]",
+                )
             )
         except IndexMissing:
             return {}
@@ -85,7 +88,7 @@ class Documents(Connected):
 
     async def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
         try:
-            response = body_of(await call(self.client.get(index=index, id=doc_id), f"get {doc_id}"))
+            response = body_of(await call(self.client.get(index=index, id=doc_id), f"reading [{doc_id}] of [{index}]"))
         except IndexMissing:
             return None
         source = response.get("_source") if response.get("found") else None
@@ -99,7 +102,7 @@ class Documents(Connected):
             request = self.client.bulk(operations=body, index=index, filter_path=filter_path, **params)
         else:
             request = self.client.bulk(body=body, index=index, filter_path=filter_path, **params)
-        return body_of(await call(request, "bulk"))
+        return body_of(await call(request, f"writing a batch of documents into [{index}]"))
 
     async def stream_bulk(
         self,
@@ -125,7 +128,7 @@ class Documents(Connected):
             initial_backoff=initial_backoff,
             **(self.write_params() | options),
         )
-        with translated("bulk"):
+        with translated("writing a batch of documents"):
             async for success, item in stream:
                 yield success, item
 

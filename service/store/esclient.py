@@ -257,8 +257,29 @@ def _status(exc: Exception) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def error_reason(err: Any) -> str:
+    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
+    only says ``all shards failed`` (that cause names the bad value)."""
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type')}: {err.get('reason')}"
+    for shard in err.get("failed_shards") or []:
+        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
+        cause = cause.get("caused_by") or cause
+        if isinstance(cause, dict) and cause.get("reason"):
+            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
+    return reason
+
+
+def failed(what: str, reason: str) -> str:
+    """The message of a refused request: what hopsearch was doing, in words (``what``: ``counting the
+    documents of [x]``), and Elasticsearch's reason; never an operation's internal name."""
+    return f"{what[:1].upper()}{what[1:]} failed: {reason}"
+
+
 def translate(exc: Exception, what: str) -> StoreError:
-    """An error of either client library as a hopsearch store error (no credentials in the text)."""
+    """An error of either client library as a hopsearch store error (no credentials in the text); ``what``
+    says in words what was being done (``searching [x]``)."""
     import elasticsearch
     import elasticsearch7
 
@@ -271,20 +292,19 @@ def translate(exc: Exception, what: str) -> StoreError:
     if isinstance(exc, connection_errors):
         timed_out = isinstance(exc, elasticsearch.ConnectionTimeout | elasticsearch7.ConnectionTimeout)
         return StoreUnavailable(
-            f"{what}: Elasticsearch is unreachable ({type(exc).__name__})",
+            f"Elasticsearch is unreachable ({type(exc).__name__}) while {what}",
             details={"timeout": True} if timed_out else None,
         )
     status = _status(exc)
     info = getattr(exc, "info", None) or getattr(exc, "body", None)
     reason = str(exc)
     if isinstance(info, dict) and isinstance(info.get("error"), dict):
-        err = info["error"]
-        reason = f"{err.get('type')}: {err.get('reason')}"
+        reason = error_reason(info["error"])
     if status == 404:
-        return IndexMissing(f"{what}: {reason}", details={"status": 404})
+        return IndexMissing(failed(what, reason), details={"status": 404})
     if status == 409:
-        return VersionConflict(f"{what}: {reason}", details={"status": 409})
-    error = StoreError(f"{what}: {reason}", details={"status": status})
+        return VersionConflict(failed(what, reason), details={"status": 409})
+    error = StoreError(failed(what, reason), details={"status": status})
     if status is not None and 400 <= status < 500:
         error.status = 400 if status != 429 else 429
     return error
@@ -292,7 +312,8 @@ def translate(exc: Exception, what: str) -> StoreError:
 
 @contextmanager
 def translated(what: str) -> Iterator[None]:
-    """Errors of either client library raised inside become hopsearch store errors; others pass."""
+    """Errors of either client library raised inside become hopsearch store errors saying ``what`` was
+    being done (a phrase in words: ``writing a batch of documents``); others pass."""
     try:
         yield
     except Exception as exc:
@@ -302,7 +323,7 @@ def translated(what: str) -> Iterator[None]:
 
 
 async def call(awaitable: Awaitable[T], what: str) -> T:
-    """Await a client call, translating its library errors."""
+    """Await a client call, translating its library errors (``what``: what it does, in words)."""
     with translated(what):
         return await awaitable
 

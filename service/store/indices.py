@@ -123,7 +123,7 @@ class IndexLifecycle(Connected):
         return ja_analysis_for(self.info.modules)
 
     async def exists(self, name: str) -> bool:
-        return bool(await call(self.client.indices.exists(index=name), f"exists {name}"))
+        return bool(await call(self.client.indices.exists(index=name), f"checking whether [{name}] exists"))
 
     async def ensure_indices(self, embedder: Embedder | None = None) -> str:
         """Create the passages (version 1 + alias), outlines and traces indices where missing.
@@ -159,7 +159,7 @@ class IndexLifecycle(Connected):
         templates, so the template's properties are put as they are; an index older than the template's
         ``in_place_from`` is left as it is (its readers say how to rebuild it)."""
         wanted = int(template["mappings"]["_meta"]["schema_version"])
-        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"reading the mapping of [{name}]"))
         for concrete, body in response.items():
             meta = body.get("mappings", {}).get("_meta", {})
             have = int(meta.get("schema_version", 0) or 0)
@@ -171,7 +171,9 @@ class IndexLifecycle(Connected):
                 "properties": template["mappings"]["properties"],
                 "_meta": {**meta, **template["mappings"]["_meta"], "upgraded_from": meta.get("schema_version")},
             }
-            await call(self.client.indices.put_mapping(index=concrete, body=mapping), f"put mapping {concrete}")
+            await call(
+                self.client.indices.put_mapping(index=concrete, body=mapping), f"updating the mapping of [{concrete}]"
+            )
 
     async def ensure_embedder_field(self, index: str) -> None:
         """Add the ``embedder`` keyword (which model made a document's vector) and ``acl`` to a passages
@@ -184,11 +186,13 @@ class IndexLifecycle(Connected):
         if schema_version(meta) and schema_version(meta) < IN_PLACE_VERSION:
             await self.upgrade_in_place(index)
             return
-        mappings = body_of(await call(self.client.indices.get_mapping(index=index), f"get mapping {index}"))
+        mappings = body_of(
+            await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]")
+        )
         if mappings and all("embedder" in m.get("mappings", {}).get("properties", {}) for m in mappings.values()):
             return
         body = {"properties": {"embedder": {"type": "keyword"}}}
-        await call(self.client.indices.put_mapping(index=index, body=body), f"put mapping {index}")
+        await call(self.client.indices.put_mapping(index=index, body=body), f"updating the mapping of [{index}]")
 
     async def upgrade_in_place(self, name: str) -> list[tuple[str, int]]:
         """Move the passages indices ``name`` names (an index, or every index behind an alias) to
@@ -196,7 +200,7 @@ class IndexLifecycle(Connected):
         (``put_mapping``) and ``_meta.hopsearch`` records the version (and ``upgraded_from``). Nothing is
         copied: every passage, vector and token field stays. Returns ``(index, version before)`` of each;
         an index that is current is left alone, one that is not hopsearch's is refused."""
-        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"reading the mapping of [{name}]"))
         done: list[tuple[str, int]] = []
         for concrete, body in sorted(response.items()):
             meta = dict(body.get("mappings", {}).get("_meta", {}).get("hopsearch", {}))
@@ -208,7 +212,10 @@ class IndexLifecycle(Connected):
                 meta["upgraded_at"] = datetime.now(UTC).isoformat()
                 others = {k: v for k, v in body.get("mappings", {}).get("_meta", {}).items() if k != "hopsearch"}
                 mapping = {"properties": ADDED_FIELDS, "_meta": {**others, "hopsearch": meta}}
-                await call(self.client.indices.put_mapping(index=concrete, body=mapping), f"put mapping {concrete}")
+                await call(
+                    self.client.indices.put_mapping(index=concrete, body=mapping),
+                    f"updating the mapping of [{concrete}]",
+                )
             done.append((concrete, before))
         self._meta_cache.clear()
         return done
@@ -224,7 +231,7 @@ class IndexLifecycle(Connected):
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> None:
         try:
-            await call(self.client.indices.create(index=name, body=dict(body)), f"create index {name}")
+            await call(self.client.indices.create(index=name, body=dict(body)), f"creating index [{name}]")
         except StoreError as exc:
             if "resource_already_exists_exception" not in str(exc):
                 raise
@@ -277,7 +284,10 @@ class IndexLifecycle(Connected):
     async def passages_versions(self) -> list[str]:
         pattern = f"{self.settings.passages_alias}-v*"
         response = body_of(
-            await call(self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"), "list")
+            await call(
+                self.client.indices.get(index=pattern, allow_no_indices=True, expand_wildcards="open"),
+                f"listing [{pattern}]",
+            )
         )
         regex = re.compile(re.escape(self.settings.passages_alias) + r"-v(\d+)$")
         found = [(int(m.group(1)), name) for name in response if (m := regex.match(name))]
@@ -299,9 +309,9 @@ class IndexLifecycle(Connected):
     async def passages_index(self) -> str | None:
         """The concrete index behind the passages alias, or ``None``."""
         alias = self.settings.passages_alias
-        if not await call(self.client.indices.exists_alias(name=alias), "alias exists"):
+        if not await call(self.client.indices.exists_alias(name=alias), f"checking the alias [{alias}]"):
             return None
-        response = body_of(await call(self.client.indices.get_alias(name=alias), f"get alias {alias}"))
+        response = body_of(await call(self.client.indices.get_alias(name=alias), f"reading the alias [{alias}]"))
         names = sorted(response)
         return names[-1] if names else None
 
@@ -311,24 +321,32 @@ class IndexLifecycle(Connected):
         call, with their filter and routing, and a warning names them: deleting an index would delete them."""
         alias = self.settings.passages_alias
         old: list[str] = []
-        if await call(self.client.indices.exists_alias(name=alias), "alias exists"):
-            old = sorted(body_of(await call(self.client.indices.get_alias(name=alias), "get alias")))
+        if await call(self.client.indices.exists_alias(name=alias), f"checking the alias [{alias}]"):
+            old = sorted(body_of(await call(self.client.indices.get_alias(name=alias), f"reading the alias [{alias}]")))
         gone = [name for name in old if name != new_index]
         actions: list[dict[str, Any]] = [{"remove": {"index": name, "alias": alias}} for name in gone]
         actions.append({"add": {"index": new_index, "alias": alias}})
         if delete_old and gone:
             actions += await self._kept_aliases(gone, new_index)
-        await call(self.client.indices.update_aliases(body={"actions": actions}), f"swap alias {alias}")
+        await call(
+            self.client.indices.update_aliases(body={"actions": actions}),
+            f"moving the alias [{alias}] to [{new_index}]",
+        )
         if delete_old:
             for name in old:
                 if name != new_index:
-                    await call(self.client.indices.delete(index=name), f"delete {name}")
+                    await call(self.client.indices.delete(index=name), f"deleting index [{name}]")
         self._meta_cache.clear()
         return [name for name in old if name != new_index]
 
     async def _kept_aliases(self, gone: Sequence[str], new_index: str) -> list[dict[str, Any]]:
         """The ``_aliases`` actions that move every alias of ``gone`` but the passages alias to ``new_index``."""
-        response = body_of(await call(self.client.indices.get_alias(index=",".join(gone)), "get aliases"))
+        response = body_of(
+            await call(
+                self.client.indices.get_alias(index=",".join(gone)),
+                "reading the aliases of " + ", ".join(f"[{g}]" for g in gone),
+            )
+        )
         actions: list[dict[str, Any]] = []
         for index, body in sorted(response.items()):
             for name, spec in sorted((body.get("aliases") or {}).items()):
@@ -347,7 +365,7 @@ class IndexLifecycle(Connected):
             return self._meta_cache[name]
         if not await self.exists(name):
             raise IndexMissing(f"no such index [{name}]; run `hopsearch init` or index something first")
-        response = body_of(await call(self.client.indices.get_mapping(index=name), f"get mapping {name}"))
+        response = body_of(await call(self.client.indices.get_mapping(index=name), f"reading the mapping of [{name}]"))
         metas = [m.get("mappings", {}).get("_meta", {}).get("hopsearch", {}) for m in response.values()]
         meta = dict(metas[0]) if metas else {}
         self._meta_cache[name] = meta
@@ -371,17 +389,26 @@ class IndexLifecycle(Connected):
             )
 
     async def put_settings(self, index: str, settings: Mapping[str, Any]) -> None:
-        await call(self.client.indices.put_settings(index=index, body={"index": dict(settings)}), "put settings")
+        await call(
+            self.client.indices.put_settings(index=index, body={"index": dict(settings)}),
+            f"changing the settings of [{index}]",
+        )
 
     async def get_settings(self, index: str) -> dict[str, Any]:
-        response = body_of(await call(self.client.indices.get_settings(index=index), "get settings"))
+        response = body_of(
+            await call(self.client.indices.get_settings(index=index), f"reading the settings of [{index}]")
+        )
         return dict(next(iter(response.values()))["settings"]["index"])
 
     async def prefix_indices(self) -> list[dict[str, Any]]:
         """Every index under ``<prefix>-``: name, aliases, documents, size, ``_meta.hopsearch``, created."""
         pattern = f"{self.settings.index_prefix}-*"
-        found = body_of(await call(self.client.indices.get(index=pattern), f"get {pattern}"))
-        stats = body_of(await call(self.client.indices.stats(index=pattern, metric="docs,store"), "stats"))
+        found = body_of(await call(self.client.indices.get(index=pattern), f"listing [{pattern}]"))
+        stats = body_of(
+            await call(
+                self.client.indices.stats(index=pattern, metric="docs,store"), f"reading the statistics of [{pattern}]"
+            )
+        )
         rows = []
         for name, body in sorted(found.items()):
             totals = stats.get("indices", {}).get(name, {}).get("primaries", {})
@@ -403,7 +430,7 @@ class IndexLifecycle(Connected):
         for name in names:
             if any(c in name for c in "*?,"):
                 raise StoreError(f"refusing to delete [{name}]: exact index names only")
-            await call(self.client.indices.delete(index=name), f"delete {name}")
+            await call(self.client.indices.delete(index=name), f"deleting index [{name}]")
         self._meta_cache.clear()
 
     async def passages_replicas(self) -> int:
@@ -423,6 +450,6 @@ class IndexLifecycle(Connected):
         status = "green" if nodes >= copies else "yellow"
         request = self.client.cluster.health(index=index, wait_for_status=status, timeout=f"{int(timeout_s)}s")
         try:
-            return body_of(await call(request, f"health of {index}"))
+            return body_of(await call(request, f"waiting for the shards of [{index}]"))
         except StoreError as exc:  # 408: not reached in time
             return {"status": None, "timed_out": True, "wanted": status, "error": str(exc)}

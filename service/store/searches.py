@@ -10,21 +10,7 @@ import orjson
 
 from hopsearch.service.errors import IndexMissing, StoreError
 from hopsearch.service.store.base import Connected
-from hopsearch.service.store.esclient import body_of, call
-
-
-def error_reason(err: Any) -> str:
-    """``type: reason`` of an Elasticsearch error, with the shard's own cause where the top level
-    only says ``all shards failed`` (that cause names the bad value)."""
-    if not isinstance(err, dict):
-        return str(err)
-    reason = f"{err.get('type')}: {err.get('reason')}"
-    for shard in err.get("failed_shards") or []:
-        cause = (shard.get("reason") or {}) if isinstance(shard, dict) else {}
-        cause = cause.get("caused_by") or cause
-        if isinstance(cause, dict) and cause.get("reason"):
-            return f"{reason} ({cause.get('type')}: {cause.get('reason')})"
-    return reason
+from hopsearch.service.store.esclient import body_of, call, error_reason, failed
 
 
 class Searches(Connected):
@@ -32,13 +18,12 @@ class Searches(Connected):
 
     async def count(self, index: str | None = None, query: Mapping[str, Any] | None = None) -> int:
         body = {"query": dict(query)} if query else None
-        response = body_of(
-            await call(self.client.count(index=index or self.settings.passages_alias, body=body), "count")
-        )
+        name = index or self.settings.passages_alias
+        response = body_of(await call(self.client.count(index=name, body=body), f"counting the documents of [{name}]"))
         return int(response["count"])
 
     async def search(self, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return body_of(await call(self.client.search(index=index, body=dict(body)), f"search {index}"))
+        return body_of(await call(self.client.search(index=index, body=dict(body)), f"searching [{index}]"))
 
     async def msearch(
         self, searches: Sequence[tuple[str, Mapping[str, Any]]], *, keep_errors: bool = False
@@ -50,15 +35,16 @@ class Searches(Connected):
             return []
         dumps = orjson.dumps  # one NDJSON body, passed through the client as is
         lines = b"".join([b'{"index":' + dumps(index) + b"}\n" + dumps(body) + b"\n" for index, body in searches])
+        what = "searching " + ", ".join(f"[{name}]" for name in dict.fromkeys(index for index, _ in searches))
         if self._poster is not None:
-            response = await self._poster.post("/_msearch", lines, "msearch")
+            response = await self._poster.post("/_msearch", lines, what)
         else:  # the 7.x client
-            response = body_of(await call(self.client.msearch(body=lines), "msearch"))
+            response = body_of(await call(self.client.msearch(body=lines), what))
         out: list[dict[str, Any]] = []
-        for item in response.get("responses", []):
+        for (index, _), item in zip(searches, response.get("responses", []), strict=False):
             if "error" in item and not keep_errors:
                 reason = error_reason(item["error"])
                 cls = IndexMissing if item.get("status") == 404 else StoreError
-                raise cls(f"msearch: {reason}", details={"status": item.get("status")})
+                raise cls(failed(f"searching [{index}]", reason), details={"status": item.get("status")})
             out.append(dict(item))
         return out
