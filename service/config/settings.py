@@ -347,6 +347,12 @@ class Settings(BaseSettings):
         "a revoked key is refused by every process within this (and always within one second). 0: read on "
         "every request.",
     )
+    mcp_key: SecretStr | None = Field(
+        None,
+        description="The stored API key `hopsearch mcp` (stdio) acts as: its principals, index patterns, actions "
+        "and owner namespace, looked up on every tool call (revoked, the tools answer its refusal within a "
+        "second). Unset: as an admin (the process holds the cluster's credentials). Never a command-line argument.",
+    )
     api_sse_heartbeat_s: float = Field(
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
