@@ -21,6 +21,7 @@ from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
 from hopsearch.service.auth.records import TokenVerifier
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
+from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.requests import AskRequest
@@ -84,6 +85,11 @@ class ApiState:
         if self._key_store is None:
             self._key_store = KeyStore.of((await self.runtime()).store)
         return self._key_store
+
+    async def viewer_sessions(self) -> ViewerSessions:
+        """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
+        settings = self.settings
+        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s)
 
     async def index_name(self, name: str, caller: Caller = ADMIN) -> str:
         """The passages index a URL (or a body's ``index``, a chat model's ``@index``) names: the alias, one
