@@ -7,7 +7,6 @@ import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
-from urllib.parse import quote
 
 import click
 from rich.console import Console
@@ -18,9 +17,10 @@ from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import answer_text, echo_json, print_answer
 from hopsearch.service import usecases
+from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.embedders import embedder_for_id, make_embedder
-from hopsearch.service.errors import HopsearchError, IndexMissing
+from hopsearch.service.errors import HopsearchError, IndexMissing, NotFound
 from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import purge as outline_purge
@@ -129,13 +129,9 @@ def search(
             how["without_vectors"] = result.without_vectors
         if result.index_note:
             how["index_note"] = result.index_note
-<<<<<<< HEAD
         if result.hops_note:
             how["hops_note"] = result.hops_note
-        click.echo(json.dumps({**how, "hits": hits}, indent=2))
-=======
         echo_json({**how, "hits": hits})
->>>>>>> i42a
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)
@@ -159,14 +155,17 @@ def traces() -> None:
 @traces.command("show")
 @click.argument("trace_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document.")
-@click.option("--open", "open_url", is_flag=True, help="Print the URL of the trace in the viewer of `hopsearch serve`.")
+@click.option(
+    "--open",
+    "open_url",
+    is_flag=True,
+    help="Print a one-time URL of the trace in the viewer of `hopsearch serve` (opens once, then a cookie).",
+)
 @caller_options
 def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principals: tuple[str, ...]) -> None:
     """Print one trace: its steps, decisions, answer and totals."""
     if open_url:
-        settings = load_settings()
-        host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
-        click.echo(f"http://{host}:{settings.api_port}/_ui/traces/{quote(trace_id, safe='')}")
+        _print_open_url(trace_id, key, principals)
         return
 
     async def go() -> dict[str, Any] | None:
@@ -185,6 +184,27 @@ def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principa
         echo_json(doc)
     else:
         print_answer(Console(), doc)
+
+
+def _print_open_url(trace_id: str, key: str | None, principals: tuple[str, ...]) -> None:
+    """A one-time URL of the trace in the viewer of ``hopsearch serve``, for the command's caller."""
+    settings = load_settings()
+
+    async def go() -> str:
+        async with await Store.connect(settings) as store:
+            caller = await cli_caller(store, key, principals, "traces")
+            if await trace_reads.trace(store, settings.traces_index, trace_id, caller=caller) is None:
+                raise NotFound(f"no trace {trace_id!r}")
+            return await ViewerSessions.of(store).mint_code(caller, trace_id)
+
+    try:
+        code = asyncio.run(go())
+    except HopsearchError as exc:
+        raise _fail(exc) from exc
+    host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+    click.echo(f"http://{host}:{settings.api_port}/_ui/open/{code}")
+    who = "an admin" if not (key or principals) else "this command's caller"
+    click.echo(f"(opens once, within {settings.ui_code_s:g} s; the browser then reads as {who})", err=True)
 
 
 @traces.command("list")

@@ -66,15 +66,26 @@ class Runtime(Protocol):
 
 def permitted(caller: Caller, action: str, index: str) -> None:
     """403 where the caller's key may not do ``action`` or read the passages ``index`` (its index patterns)."""
-    who = f"the API key [{caller.key}]" if caller.key else "this caller"
     if not caller.may(action):
         allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
-        raise AuthorizationError(f"{who} may not {action} (the key's actions: {allowed})")
+        raise AuthorizationError(f"{_who(caller)} may not {action} (the key's actions: {allowed})")
+    check_index(caller, index)
+
+
+def check_index(caller: Caller, index: str) -> None:
+    """403 naming the key's index patterns where they do not cover ``index``, whether or not it exists
+    (Elasticsearch's rule: the answer says why, and is the same for an index that exists and one that
+    does not, so it leaks nothing); only a name inside the patterns may then be told apart (404)."""
     if not caller.may_use(index):
         patterns = ", ".join(caller.indices)
         raise AuthorizationError(
-            f"{who} may not read index [{index}] (the key's index patterns: {patterns})", details={"index": index}
+            f"{_who(caller)} may not read index [{index}] (the key's index patterns: {patterns})",
+            details={"index": index},
         )
+
+
+def _who(caller: Caller) -> str:
+    return f"the API key [{caller.key}]" if caller.key else "this caller"
 
 
 def _scope(

@@ -341,7 +341,7 @@ async def test_an_attached_index_is_a_model_for_the_keys_that_cover_it(es8_node:
                 model=f"hopsearch-single@{name}", messages=[{"role": "user", "content": QUESTION}]
             )
             elsewhere = await served.new_key(name="elsewhere", principals=["public"], indices=["other-*"])
-            with pytest.raises(openai.NotFoundError) as hidden:
+            with pytest.raises(openai.PermissionDeniedError) as hidden:
                 await served.sdk(elsewhere).chat.completions.create(
                     model=f"hopsearch-single@{name}", messages=[{"role": "user", "content": QUESTION}]
                 )
@@ -360,4 +360,5 @@ async def test_an_attached_index_is_a_model_for_the_keys_that_cover_it(es8_node:
     assert (chat.choices[0].message.content or "").endswith(
         "[1] Richard Donner — https://corp.sharepoint.com/sites/films/donner.docx"
     )
-    assert hidden.value.body["code"] == "model_not_found" and asked.status_code == 404  # type: ignore[index]
+    assert hidden.value.status_code == 403 and asked.status_code == 403  # outside the key's patterns: as _ask
+    assert hidden.value.body["param"] == "model" and "other-*" in hidden.value.message  # type: ignore[index]

@@ -232,7 +232,7 @@ async def _http_routes(api_app: Any, state: ApiState, sp: str, wiki: str, major:
     async with httpx.AsyncClient(transport=transport, base_url=BASE, headers=KEYED, timeout=60) as client:
         outside = await client.post(f"/{sp}/_retrieve", json={"query": QUERY})
         inside = await client.post(f"/{wiki}/_retrieve", json={"query": QUERY})
-    if (outside.status_code, inside.status_code) != (404, 200) or found(outside.text):
+    if (outside.status_code, inside.status_code) != (403, 200) or found(outside.text) or wiki not in outside.text:
         problems.append(f"a key scoped to [{wiki}] read [{sp}]: {outside.status_code} {inside.status_code}")
     return problems
 

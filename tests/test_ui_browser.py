@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from click.testing import CliRunner
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from hopsearch.cli.main import main
 from hopsearch.service.api import create_app
 from hopsearch.service.store import Store
 from tests.api_fixtures import any_strategy_model, api_settings, load_passages, uvicorn_serving_async
@@ -140,11 +137,3 @@ async def test_trace_pages_in_a_real_browser(es8_node: EsNode, tmp_path: Path) -
     keep = os.environ.get("HOPSEARCH_UI_SCREENSHOT")  # where to keep it (the README's docs/trace-viewer.png)
     if keep:
         shutil.copyfile(shot, keep)
-
-
-def test_traces_show_open_prints_the_viewer_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOPSEARCH_API_PORT", "9399")
-    monkeypatch.setenv("HOPSEARCH_API_HOST", "0.0.0.0")
-    result = CliRunner().invoke(main, ["traces", "show", "abc/123", "--open"])
-    assert result.exit_code == 0, result.output
-    assert result.output.strip() == "http://127.0.0.1:9399/_ui/traces/abc%2F123"

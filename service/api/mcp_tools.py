@@ -2,15 +2,16 @@
 
 Tools: ``search`` (mode, k, literal filters), ``ask`` (strategy; the answer, its citations and the
 trace id), ``outline`` (an entity's DualRAG outline), ``trace`` (a trace document by id). The server
-runs over stdio (``hopsearch mcp``) or as streamable HTTP at ``/_mcp`` inside ``hopsearch serve``,
-behind the same gate as every other route (API keys, body limit). Errors come back as tool errors
+runs as streamable HTTP at ``/_mcp`` inside ``hopsearch serve``, behind the same gate as every other route
+(API keys, body limit), or over stdio (``hopsearch mcp``): as an admin, or as the key of ``HOPSEARCH_MCP_KEY``
+(:mod:`.mcp_stdio`). Errors come back as tool errors
 whose text is the Elasticsearch-style type and reason, redacted like every HTTP error.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -44,20 +45,32 @@ INSTRUCTIONS = (
 )
 
 
-def caller_of_tool(ctx: Context | None) -> Caller:
-    """Who calls a tool: over HTTP (``/_mcp`` inside ``hopsearch serve``), the caller the gate put into the
-    request's ASGI scope; over stdio (``hopsearch mcp``, a local process), an admin."""
+#: Whom the tools act as where no HTTP request carries a caller (``hopsearch mcp`` over stdio): looked up on
+#: every call (:mod:`.mcp_stdio`); None: an admin.
+StdioCaller = Callable[[], Awaitable[Caller]]
+
+
+def caller_of_tool(ctx: Context | None) -> Caller | None:
+    """Who calls a tool over HTTP (``/_mcp`` inside ``hopsearch serve``): the caller the gate put into the
+    request's ASGI scope; None where no HTTP request carries the call (stdio, an in-process client)."""
     try:
         request = ctx.request_context.request if ctx is not None else None
     except ValueError:  # no request: called outside one
         request = None
     scope = getattr(request, "scope", None)
-    return caller_of(scope) if isinstance(scope, dict) else ADMIN
+    return caller_of(scope) if isinstance(scope, dict) else None
 
 
-async def _guarded(state: ApiState, work: Awaitable[T]) -> T:
+async def _guarded(
+    state: ApiState, ctx: Context | None, stdio: StdioCaller | None, work: Callable[[Caller], Awaitable[T]]
+) -> T:
+    """``work`` as the tool's caller (over HTTP the request's; else ``stdio``'s, an admin without one), a
+    hopsearch error — the caller's refusal too — as a tool error."""
     try:
-        return await work
+        caller = caller_of_tool(ctx)
+        if caller is None:
+            caller = await stdio() if stdio is not None else ADMIN
+        return await work(caller)
     except HopsearchError as exc:
         raise ToolError(state.redact(f"{exc.error_type}: {exc}")) from exc
 
@@ -187,7 +200,7 @@ async def _run_trace(state: ApiState, trace_id: str, caller: Caller) -> dict[str
     return doc
 
 
-def _add_search(server: MCPServer, state: ApiState) -> None:
+def _add_search(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> None:
     async def search(
         query: Annotated[str, Field(description="Plain text (never query-string syntax).", min_length=1)],
         mode: Annotated[RetrievalMode, Field(description="Retrieval mode.")] = SEARCH_MODE,
@@ -198,7 +211,7 @@ def _add_search(server: MCPServer, state: ApiState) -> None:
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         return await _guarded(
-            state, _run_search(state, query, mode, k, _listed(filters), index, caller_of_tool(ctx), hops)
+            state, ctx, stdio, lambda caller: _run_search(state, query, mode, k, _listed(filters), index, caller, hops)
         )
 
     server.add_tool(
@@ -207,7 +220,7 @@ def _add_search(server: MCPServer, state: ApiState) -> None:
     )
 
 
-def _add_ask(server: MCPServer, state: ApiState) -> None:
+def _add_ask(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> None:
     async def ask(
         question: Annotated[str, Field(description="The question.", min_length=1)],
         strategy: Annotated[str, Field(description=f"One of {', '.join(sorted(STRATEGIES))}.")] = DEFAULT_STRATEGY,
@@ -223,9 +236,12 @@ def _add_ask(server: MCPServer, state: ApiState) -> None:
         hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        caller = caller_of_tool(ctx)
+        listed = _listed(filters)
         return await _guarded(
-            state, _run_ask(state, question, strategy, k, retrieval_mode, index, _listed(filters), caller, hops)
+            state,
+            ctx,
+            stdio,
+            lambda caller: _run_ask(state, question, strategy, k, retrieval_mode, index, listed, caller, hops),
         )
 
     server.add_tool(
@@ -234,7 +250,7 @@ def _add_ask(server: MCPServer, state: ApiState) -> None:
     )
 
 
-def _add_outline(server: MCPServer, state: ApiState) -> None:
+def _add_outline(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> None:
     async def outline(
         entity: Annotated[str, Field(description="Entity name, alias or key.", min_length=1)],
         namespace: Annotated[
@@ -242,7 +258,7 @@ def _add_outline(server: MCPServer, state: ApiState) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, _run_outline(state, entity, namespace, caller_of_tool(ctx)))
+        return await _guarded(state, ctx, stdio, lambda caller: _run_outline(state, entity, namespace, caller))
 
     server.add_tool(
         outline,
@@ -250,12 +266,12 @@ def _add_outline(server: MCPServer, state: ApiState) -> None:
     )
 
 
-def _add_trace(server: MCPServer, state: ApiState) -> None:
+def _add_trace(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> None:
     async def trace(
         id: Annotated[str, Field(description="The trace id `ask` returned.", min_length=1)],
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        return await _guarded(state, _run_trace(state, id, caller_of_tool(ctx)))
+        return await _guarded(state, ctx, stdio, lambda caller: _run_trace(state, id, caller))
 
     server.add_tool(
         trace,
@@ -263,11 +279,12 @@ def _add_trace(server: MCPServer, state: ApiState) -> None:
     )
 
 
-def build_server(state: ApiState) -> MCPServer:
-    """The MCP server whose tools call the runtime of ``state``: one step per tool it registers."""
+def build_server(state: ApiState, stdio: StdioCaller | None = None) -> MCPServer:
+    """The MCP server whose tools call the runtime of ``state``: one step per tool it registers. Over HTTP each
+    call acts as its request's caller; otherwise as ``stdio``'s (an admin without one)."""
     server = _quiet_server()
-    _add_search(server, state)
-    _add_ask(server, state)
-    _add_outline(server, state)
-    _add_trace(server, state)
+    _add_search(server, state, stdio)
+    _add_ask(server, state, stdio)
+    _add_outline(server, state, stdio)
+    _add_trace(server, state, stdio)
     return server

@@ -311,3 +311,11 @@ class KeyCreatedResponse(KeyResponse):
 
 class KeyRevokedResponse(KeyResponse):
     acknowledged: bool
+
+
+class ViewerUrl(BaseModel):
+    """A one-time URL of the trace viewer (``POST /_traces/{id}/_open``)."""
+
+    url: str = Field(description="Open it in a browser, once, within `expires_in` seconds.")
+    path: str
+    expires_in: int

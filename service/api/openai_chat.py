@@ -40,13 +40,14 @@ from hopsearch.service.api.openai_render import chunk, completion, content_of, l
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.api.state import ApiState, AskSlot, caller_of
-from hopsearch.service.errors import IndexMissing, StoreError
+from hopsearch.service.errors import AuthorizationError, IndexMissing, StoreError
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.requests import Fields
 from hopsearch.service.retrieval.readers import passages_by_id, shown_hits
 from hopsearch.service.strategies import STRATEGIES, Answer
 from hopsearch.service.traces.recorder import Step
 from hopsearch.service.types import Hit
+from hopsearch.service.usecases import check_index
 
 router = APIRouter()
 TRACE_HEADER = "X-Hopsearch-Trace-Id"
@@ -81,10 +82,24 @@ async def list_models(request: Request) -> OrjsonResponse:
 
 @router.get("/v1/models/{model}", response_model=None, responses={200: {"model": ModelObject}})
 async def get_model(request: Request, model: Annotated[str, Path(min_length=1, max_length=320)]) -> OrjsonResponse:
-    """One model the caller's key may ask; 404 ``model_not_found`` else."""
-    if model not in await _models(state_of(request), caller_of(request.scope)):
+    """One model the caller's key may ask; 403 naming the key's index patterns for a model over an index
+    outside them (whether or not it exists, as ``_ask`` answers), 404 ``model_not_found`` else."""
+    state = state_of(request)
+    caller = caller_of(request.scope)
+    _check_model_index(state, caller, parse_model(model)[1])
+    if model not in await _models(state, caller):
         raise model_missing(model)
     return OrjsonResponse(_model(model))
+
+
+def _check_model_index(state: ApiState, caller: Caller, index: str) -> None:
+    """:func:`~hopsearch.service.usecases.check_index` on a model's index (``passages``: the alias), its 403
+    naming the model as the field sent."""
+    try:
+        check_index(caller, state.settings.passages_alias if index == "passages" else index)
+    except AuthorizationError as exc:
+        exc.details["field"] = "model"
+        raise
 
 
 def _model(name: str) -> dict[str, Any]:
@@ -108,6 +123,7 @@ async def chat_completions(request: Request, body: ChatRequest) -> Response:
     """Answer the conversation's last user message with the model's strategy (see the module docstring)."""
     state = state_of(request)
     strategy, index = parse_model(body.model)
+    _check_model_index(state, caller_of(request.scope), index)
     conversation = condense(body.messages, state.settings.api_max_question_chars)
     reply = _reply(body, f"chatcmpl-{uuid.uuid4().hex}")
     if is_task(conversation.message):

@@ -2,8 +2,9 @@
 
 A model names a strategy over an index: ``hopsearch-<strategy>`` asks the passages alias,
 ``hopsearch-<strategy>@<index>`` an attached index (or a version of the alias); ``hopsearch`` alone is the
-default strategy. The index follows ``_ask``'s rule (:meth:`ApiState.index_name`): one outside the key's
-patterns is no model (404).
+default strategy. The index follows ``_ask``'s rule (:meth:`ApiState.index_name`): a model over an index
+outside the key's patterns is 403 naming them (``PermissionDeniedError``, ``param`` ``model``) whether or
+not the index exists; one inside them that does not exist is 404 ``model_not_found``.
 
 Fields: ``model``, ``messages`` (:mod:`.openai_conversation`), ``stream`` and ``stream_options.include_usage``,
 ``max_tokens`` / ``max_completion_tokens`` (the per-generation budget, ``_ask``'s ``options.max_tokens``,

@@ -21,6 +21,7 @@ from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
 from hopsearch.service.auth.records import TokenVerifier
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
+from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import IndexMissing, TooManyRequests
 from hopsearch.service.requests import AskRequest
@@ -85,20 +86,27 @@ class ApiState:
             self._key_store = KeyStore.of((await self.runtime()).store)
         return self._key_store
 
+    async def viewer_sessions(self) -> ViewerSessions:
+        """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
+        settings = self.settings
+        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s)
+
     async def index_name(self, name: str, caller: Caller = ADMIN) -> str:
-        """The passages index a URL names: the alias, one of its versions, or an attached index the
-        caller's key covers (its index patterns: :meth:`Caller.may_use`); else 404."""
-        if name == "passages":
-            return self.settings.passages_alias
-        if self._names.match(name):
-            return name
-        missing = IndexMissing(f"no such index [{name}]", details={"index": name})
-        if name.startswith(f"{self.settings.index_prefix}-") or not caller.may_use(name):
-            raise missing  # hopsearch's other indices are not passages; an index out of the key's scope is none
+        """The passages index a URL (or a body's ``index``, a chat model's ``@index``) names: the alias, one
+        of its versions, or an attached index. A name outside the caller's index patterns is 403 naming them
+        whether or not it exists (:func:`~hopsearch.service.usecases.check_index`); a name inside them that
+        is none of those is 404."""
+        index = self.settings.passages_alias if name == "passages" else name
+        usecases.check_index(caller, index)
+        if self._names.match(index):
+            return index
+        missing = IndexMissing(f"no such index [{index}]", details={"index": index})
+        if index.startswith(f"{self.settings.index_prefix}-"):
+            raise missing  # hopsearch's other indices are not passages
         runtime = await self.runtime()
-        if await runtime.store.attachment(name) is None:
+        if await runtime.store.attachment(index) is None:
             raise missing
-        return name
+        return index
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
         """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the caller's key's

@@ -1,6 +1,8 @@
 """The trace viewer: ``GET /_ui/traces`` (recent traces) and ``GET /_ui/traces/{id}`` (one answer's
 reasoning), server-rendered HTML from Jinja2 templates with autoescaping on: no JavaScript, no build
-step, nothing fetched from elsewhere (the style sheet is inline), every value escaped.
+step, nothing fetched from elsewhere (the style sheet is inline), every value escaped. A browser, which
+cannot send an API key, comes in through a one-time URL (``POST /_traces/{id}/_open``, ``hopsearch traces
+show ID --open``) exchanged at ``GET /_ui/open/{code}`` for a cookie (:mod:`hopsearch.service.auth.viewer`).
 
 A trace page shows the steps in order with each decision (retrieve / parametric / final) and what made
 it, the sub-queries, the passages with their titles and ids, tokens and latency per step, the answer and
@@ -12,16 +14,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from hopsearch.service.access import Scope
+from hopsearch.service.api.middleware.gate import refused
+from hopsearch.service.api.models import ViewerUrl
+from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
 from hopsearch.service.api.state import caller_of
 from hopsearch.service.attached.fieldmap import field_text
-from hopsearch.service.errors import NotFound
+from hopsearch.service.auth.viewer import COOKIE
+from hopsearch.service.errors import AuthenticationError, AuthorizationError, NotFound
 from hopsearch.service.retrieval.readers import passages_by_id
 from hopsearch.service.traces import reads as trace_reads
 
@@ -105,6 +112,50 @@ def render_trace(doc: Mapping[str, Any], titles: Mapping[str, str], raw_url: str
 
 def render_list(rows: Sequence[Mapping[str, Any]], index: str) -> str:
     return _ENV.get_template("traces.html").render(rows=rows, index=index, trace_url=trace_url)
+
+
+@router.post("/_traces/{trace_id}/_open", response_model=None, responses={201: {"model": ViewerUrl}})
+async def open_url(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> OrjsonResponse:
+    """A one-time URL of the viewer's page of a trace the caller may read (its own; an admin: any; another's
+    is not found). Opened in a browser within ``ui_code_s`` seconds, once, it gives that browser the viewer's
+    cookie, reading as the caller (and only while its key is usable), and shows the page."""
+    state = state_of(request)
+    caller = caller_of(request.scope)
+    settings = state.settings
+    runtime = await state.runtime()
+    if await trace_reads.trace(runtime.store, settings.traces_index, trace_id, caller=caller) is None:
+        raise NotFound(f"trace [{trace_id}] not found", details={"index": settings.traces_index})
+    code = await (await state.viewer_sessions()).mint_code(caller, trace_id)
+    path = f"{UI_PREFIX}/open/{code}"
+    body = {"url": str(request.base_url).rstrip("/") + path, "path": path, "expires_in": int(settings.ui_code_s)}
+    return OrjsonResponse(body, status_code=201)
+
+
+@router.get("/_ui/open/{code}", include_in_schema=False)
+async def open_code(request: Request, code: Annotated[str, Path(min_length=1, max_length=128)]) -> Response:
+    """A one-time code's exchange (no credentials: the code is one): the code is used up, the browser gets
+    the viewer's cookie for the code's caller (HttpOnly, SameSite=Strict, ``ui_session_s``; Secure over
+    HTTPS) and is sent on to the trace's page (303)."""
+    state = state_of(request)
+    sessions = await state.viewer_sessions()
+    try:
+        redeemed = await sessions.redeem(code)
+    except (AuthenticationError, AuthorizationError) as exc:
+        raise refused(state, "viewer_refused", exc) from None
+    session = await sessions.open_session(redeemed.caller)
+    response = RedirectResponse(trace_url(quote(redeemed.trace_id, safe="")), status_code=303)
+    response.set_cookie(
+        COOKIE,
+        session,
+        max_age=int(state.settings.ui_session_s),
+        path="/",
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 @router.get("/_ui/traces", response_class=HTMLResponse, include_in_schema=False)

@@ -365,6 +365,26 @@ class Settings(BaseSettings):
         "a revoked key is refused by every process within this (and always within one second). 0: read on "
         "every request.",
     )
+    mcp_key: SecretStr | None = Field(
+        None,
+        description="The stored API key `hopsearch mcp` (stdio) acts as: its principals, index patterns, actions "
+        "and owner namespace, looked up on every tool call (revoked, the tools answer its refusal within a "
+        "second). Unset: as an admin (the process holds the cluster's credentials). Never a command-line argument.",
+    )
+    ui_code_s: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="Seconds a one-time URL of the trace viewer (`hopsearch traces show ID --open`, `POST "
+        "/_traces/{id}/_open`) may wait to be opened; it works once.",
+    )
+    ui_session_s: float = Field(
+        3600.0,
+        gt=0,
+        le=86400,
+        description="Seconds the viewer's cookie (what a one-time URL is exchanged for) lasts; it stops at once "
+        "when its key is revoked or expires.",
+    )
     api_sse_heartbeat_s: float = Field(
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.middleware.hosts import loopback_host, loopback_origin, only_one
+from hopsearch.service.api.middleware.viewer import NOBODY, is_code_exchange, viewer_session
 from hopsearch.service.api.openai_errors import is_openai, openai_error_response, openai_status
 from hopsearch.service.api.responses import error_response, retry_headers
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
@@ -157,7 +158,10 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
         open_service_check(state, raw_headers if isinstance(raw_headers, list) else [])
         return None
     if not header:
-        raise refused(state, "auth_missing", AuthenticationError("missing authentication credentials for REST request"))
+        why = "missing authentication credentials for REST request"
+        if str(scope.get("path", "")).startswith("/_ui/"):
+            why += "; a browser opens the viewer through a one-time URL: `hopsearch traces show ID --open`"
+        raise refused(state, "auth_missing", AuthenticationError(why))
     found = _credential(header)
     if found is None:
         why = "unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)"
@@ -284,7 +288,7 @@ class Gate:
         try:
             refuse_query_credentials(self.state, scope.get("query_string", b""))
             if scope["path"] not in OPEN_PATHS:
-                caller = await authenticate(self.state, scope, headers.get(b"authorization"))
+                caller = await self._caller(scope, headers)
                 if caller is not None:
                     scope[CALLER_KEY] = caller
                 check_action(self.state, caller_of(scope), scope["path"])
@@ -300,6 +304,22 @@ class Gate:
         except HopsearchError as exc:  # the keys index unreachable: no caller can be told apart
             return exc
         return None
+
+    async def _caller(self, scope: Scope, headers: Mapping[bytes, bytes]) -> Caller | None:
+        """:func:`authenticate`'s caller; on the viewer's reads without ``Authorization``, its cookie's; on a
+        one-time code's exchange, nobody (the route reads the code)."""
+        session = viewer_session(scope, headers)
+        if (session is not None or is_code_exchange(scope)) and await authentication_on(self.state):
+            if session is None:
+                return NOBODY
+            try:
+                caller, limits = await (await self.state.viewer_sessions()).caller(session)
+            except (AuthenticationError, AuthorizationError) as exc:
+                raise refused(self.state, "viewer_refused", exc) from None
+            if limits is not None:
+                _count(self.state, caller, limits)
+            return caller
+        return await authenticate(self.state, scope, headers.get(b"authorization"))
 
     async def _read_body(self, receive: Receive) -> tuple[Receive, ApiError | None]:
         """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
