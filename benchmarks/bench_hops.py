@@ -4,7 +4,9 @@
 
     .venv/bin/python benchmarks/bench_hops.py --es-url http://127.0.0.1:9200 --passages 5000 --queries 200
 
-Indexes under a fresh prefix (deleted afterwards); BM25; prints the numbers and their ratio.
+``--chunks N`` makes each document N passages (one ``doc_id`` and title), so the first hop repeats documents
+and the hop's mention search runs beside its title lookup (the costlier case). Indexes under a fresh prefix
+(deleted afterwards, ``--keep`` keeps it and ``--prefix`` reuses it); BM25; prints the numbers and their ratio.
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def title(rng: random.Random, n: int) -> str:
     return f"{rng.choice(FIRST)} {rng.choice(LAST)} {n}"
 
 
-def corpus(n: int, seed: int = 7) -> list[tuple[str, str]]:
+def corpus(n: int, chunks: int = 1, seed: int = 7) -> list[tuple[str, str]]:
+    """``n`` passages, ``chunks`` a document (a document's passages share its title)."""
     rng = random.Random(seed)
-    titles = [title(rng, i) for i in range(n)]
+    titles = [title(rng, i) for i in range(0, n, chunks)]
     rows = []
-    for t in titles:
+    for i in range(n):
+        t = titles[i // chunks]
         named = ", ".join(rng.sample(titles, 3))
         words = " ".join(rng.choice(WORDS) for _ in range(60))
         rows.append((t, f"{t} worked with {named} on the {words}."))
@@ -64,19 +68,25 @@ async def measure(runtime: Runtime, text: str, hops: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+async def load(runtime: Runtime, rows: list[tuple[str, str]], chunks: int) -> None:
+    target = await runtime.store.ensure_indices(None)
+    for start in range(0, len(rows), 2000):
+        actions = []
+        for i, (t, x) in enumerate(rows[start : start + 2000], start=start):
+            source = {"title": t, "text": x, "acl": ["public"], "doc_id": f"d{i // chunks}", "chunk": i % chunks}
+            actions.append({"_index": target, "_id": f"p{i}", "_source": source})
+        await runtime.store.bulk(actions)
+    await runtime.store.refresh(target)
+
+
 async def main(args: argparse.Namespace) -> None:
-    settings = load_settings(es_url=[args.es_url], index_prefix=f"bhop{uuid.uuid4().hex[:6]}", embedder="none")
+    prefix = args.prefix or f"bhop{uuid.uuid4().hex[:6]}"
+    settings = load_settings(es_url=[args.es_url], index_prefix=prefix, embedder="none")
+    rows = corpus(args.passages, args.chunks)
     async with await Runtime.open(settings) as runtime:
         try:
-            target = await runtime.store.ensure_indices(None)
-            rows = corpus(args.passages)
-            for start in range(0, len(rows), 2000):
-                actions = [
-                    {"_index": target, "_id": f"p{start + i}", "_source": {"title": t, "text": x, "acl": ["public"]}}
-                    for i, (t, x) in enumerate(rows[start : start + 2000])
-                ]
-                await runtime.store.bulk(actions)
-            await runtime.store.refresh(target)
+            if not await runtime.store.exists(settings.passages_alias):
+                await load(runtime, rows, args.chunks)
             rng = random.Random(3)
             questions = [f"Where did {rng.choice(rows)[0]} study the {rng.choice(WORDS)}?" for _ in range(args.queries)]
             for q in questions[:20]:  # warm up both paths
@@ -87,10 +97,14 @@ async def main(args: argparse.Namespace) -> None:
                 for hops in (0, 1):
                     times[hops].append(await measure(runtime, q, hops))
         finally:
-            await runtime.store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
+            if not args.keep:
+                await runtime.store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
     p50 = {h: statistics.median(v) for h, v in times.items()}
     p95 = {h: statistics.quantiles(v, n=20)[18] for h, v in times.items()}
-    print(f"{args.passages} passages, {args.queries} queries, bm25, k=10 (search use case, one node)")
+    print(
+        f"{args.passages} passages ({args.chunks} a document), {args.queries} queries, bm25, k=10 "
+        f"(search use case, one node; prefix {prefix})"
+    )
     for h in (0, 1):
         print(f"hops={h}: p50 {p50[h]:.2f} ms, p95 {p95[h]:.2f} ms")
     print(f"ratio hops=1 / hops=0: p50 {p50[1] / p50[0]:.2f}x, p95 {p95[1] / p95[0]:.2f}x")
@@ -101,4 +115,7 @@ if __name__ == "__main__":
     parser.add_argument("--es-url", default="http://127.0.0.1:9200")
     parser.add_argument("--passages", type=int, default=5000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--chunks", type=int, default=1, help="passages a document (repeats: the mention search)")
+    parser.add_argument("--prefix", default=None, help="an index prefix to reuse (loaded if missing)")
+    parser.add_argument("--keep", action="store_true", help="keep the index")
     asyncio.run(main(parser.parse_args()))

@@ -221,4 +221,5 @@ def test_the_title_key_is_recorded_and_an_old_record_has_none() -> None:
     assert Attachment.from_doc(none.to_doc()) == none
     old = {key: value for key, value in found.to_doc().items() if key != "title_key"}  # attached before hops
     assert Attachment.from_doc(old).title_key is None
-    assert IndexFacts("hopsearch-passages", {}).link_key == LinkKey("title.keyword")
+    assert IndexFacts.managed("hopsearch-passages", {"schema_version": 3}).link_key == LinkKey("title.keyword")
+    assert IndexFacts.managed("hopsearch-passages", {"schema_version": 4}).link_key == LinkKey("title.key", "lowercase")

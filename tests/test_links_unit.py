@@ -4,7 +4,9 @@ after the passage that named it and gives a repeated document's place to a menti
 
 from __future__ import annotations
 
+from hopsearch.service.attached.fieldmap import LinkKey
 from hopsearch.service.retrieval.links import (
+    PREFIXES,
     QUESTION,
     Candidates,
     candidates,
@@ -67,14 +69,19 @@ def test_a_possessive_ends_a_name_and_an_initial_gets_its_full_stop() -> None:
 
 def test_the_lookup_asks_each_name_as_a_whole_title_and_with_a_disambiguation_under_the_filters() -> None:
     query = RetrievalQuery("q", k=5, filters=({"terms": {"acl": ["public"]}},))
-    body = lookup_body(query, ["Mark Robson"], "title.keyword", True, scored_by={"match": {"text": "q"}})
+    key = LinkKey("title.key", "lowercase")
+    body = lookup_body(query, ["Mark Robson", "Robson"], key, True, scored_by={"match": {"text": "q"}})
     titled, scope = body["query"]["bool"]["filter"]
     assert scope == {"terms": {"acl": ["public"]}}
     assert titled["bool"]["should"] == [
-        {"term": {"title.keyword": {"value": "Mark Robson", "case_insensitive": True}}},
-        {"prefix": {"title.keyword": {"value": "Mark Robson (", "case_insensitive": True}}},
+        {"terms": {"title.key": ["mark robson", "robson"]}},  # the key holds titles lower-cased
+        {"prefix": {"title.key": "mark robson ("}},  # one word's disambiguations are no names
     ]
     assert body["query"]["bool"]["should"] == [{"match": {"text": "q"}}]  # scored by the question only
+    exact = lookup_body(query, ["Mark Robson"], LinkKey("title.keyword"), True)["query"]["bool"]["filter"][0]
+    assert exact["bool"]["should"][0] == {"terms": {"title.keyword": ["Mark Robson"]}}  # before schema 4
+    many = [f"Name {n}" for n in range(PREFIXES + 5)]
+    assert len(lookup_body(query, many, key, True)["query"]["bool"]["filter"][0]["bool"]["should"]) == PREFIXES + 1
 
 
 def test_a_passage_the_question_names_leads_and_names_too() -> None:

@@ -22,8 +22,7 @@ from hopsearch.service.types import DenseMethod, RetrievalQuery
 #: The layouts ``hopsearch indices attach --layout`` knows.
 Layout = Literal["elastic-connector", "elastic-crawler"]
 #: How a link key's field folds what it holds: ``exact`` (a keyword field without a normalizer) or ``lowercase``
-#: (a ``lowercase`` normalizer). Either way the hop looks names up without regard to case
-#: (``case_insensitive``) and pairs names with titles case-folded (:mod:`hopsearch.service.retrieval.links`).
+#: (a ``lowercase`` normalizer: names are looked up lower-cased, so case does not matter).
 Fold = Literal["exact", "lowercase"]
 
 
@@ -110,7 +109,11 @@ def _optional(value: Any) -> str | None:
 #: hopsearch's own passages (``es_mappings/passages.json``).
 HOPSEARCH_FIELDS = FieldMap()
 #: Where the hop looks titles up in hopsearch's own passages.
-HOPSEARCH_LINK_KEY = LinkKey(f"{HOPSEARCH_FIELDS.title}.keyword")
+#: hopsearch's own passages from schema 4 on: the title lower-cased (the built-in ``lowercase`` normalizer), so a
+#: name finds its title whatever the case; :data:`EXACT_LINK_KEY` in an index made before.
+HOPSEARCH_LINK_KEY = LinkKey(f"{HOPSEARCH_FIELDS.title}.key", "lowercase")
+#: The title as written: the link key of hopsearch's passages made before schema 4 (``--rebuild`` moves them).
+EXACT_LINK_KEY = LinkKey(f"{HOPSEARCH_FIELDS.title}.keyword")
 
 #: What the presets map (Elastic's connectors: SharePoint, Confluence, Google Drive, S3 …; the crawler).
 PRESETS: dict[str, FieldMap] = {

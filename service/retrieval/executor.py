@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attached.fieldmap import renamed
+from hopsearch.service.attached.fieldmap import LinkKey, renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.retrieval import links
@@ -85,7 +85,7 @@ class EsRetriever:
         if attachment is not None:
             attachment = await self.store.with_title_key(attachment)  # a record made before hops: found once
             return replace(IndexFacts.attached(attachment), synonyms=self.synonyms)
-        return IndexFacts(index, await self.store.index_meta(index), synonyms=self.synonyms)
+        return IndexFacts.managed(index, await self.store.index_meta(index), self.synonyms)
 
     async def search_many(self, scope: Scope, queries: Sequence[RetrievalQuery]) -> list[SearchResult]:
         """Answer every query over ``scope`` with ONE ``_msearch`` (two bodies per client-fused hybrid query)."""
@@ -230,7 +230,7 @@ class EsRetriever:
         hops = [hop for hop in hops if hop.found.named_by or hop.phrases]
         if not hops:
             return list(results)
-        bodies = [body for hop in hops for body in self._hop_bodies(hop, facts, key.field)]
+        bodies = [body for hop in hops for body in self._hop_bodies(hop, facts, key)]
         responses = iter(await self.store.msearch(bodies))
         out = list(results)
         for hop in hops:
@@ -248,7 +248,7 @@ class EsRetriever:
             out[hop.slot] = replace(result, hits=tuple(hits), links=tuple(followed))
         return out
 
-    def _hop_bodies(self, hop: _HopPlan, facts: IndexFacts, key: str) -> list[tuple[str, dict[str, Any]]]:
+    def _hop_bodies(self, hop: _HopPlan, facts: IndexFacts, key: LinkKey) -> list[tuple[str, dict[str, Any]]]:
         """The title lookup (where names were found) and the mention search (where asked) of one query."""
         query = hop.result.query
         ja = ja_query(query.text, facts.meta, facts.synonyms)

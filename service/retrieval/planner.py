@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hopsearch.service.access import Scope
-from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, HOPSEARCH_LINK_KEY, Attachment, FieldMap, LinkKey
+from hopsearch.service.attached.fieldmap import (
+    EXACT_LINK_KEY,
+    HOPSEARCH_FIELDS,
+    HOPSEARCH_LINK_KEY,
+    Attachment,
+    FieldMap,
+    LinkKey,
+)
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, NoVectors
 from hopsearch.service.retrieval.bodies import (
     DEFAULT_BM25,
@@ -29,6 +36,7 @@ from hopsearch.service.retrieval.bodies import (
 )
 from hopsearch.service.retrieval.fusion import Licence, choose
 from hopsearch.service.store.esclient import ServerInfo
+from hopsearch.service.store.indices import TITLE_KEY_VERSION, schema_version
 from hopsearch.service.store.vector_index import KnnOptions
 from hopsearch.service.text.japanese import Synonyms, ja_query
 from hopsearch.service.types import Bm25Query, DenseMethod, Fusion, RetrievalQuery
@@ -45,9 +53,16 @@ class IndexFacts:
     attachment: Attachment | None = None
     #: The ``ja_synonyms`` setting's groups (Japanese BM25 queries name every term of a group they name).
     synonyms: Synonyms | None = None
-    #: Where the second hop looks names up (every index's: ``title.keyword`` in hopsearch's own passages,
-    #: an attached index's as found when attached); None: the index cannot hop (:attr:`hop_note` says why).
+    #: Where the second hop looks names up (every index's: ``title.key`` in hopsearch's own passages,
+    #: ``title.keyword`` in those made before schema 4, an attached index's as found when attached); None: the
+    #: index cannot hop (:attr:`hop_note` says why).
     link_key: LinkKey | None = HOPSEARCH_LINK_KEY
+
+    @classmethod
+    def managed(cls, index: str, meta: Mapping[str, Any], synonyms: Synonyms | None = None) -> IndexFacts:
+        """hopsearch's own passages index: its link key by the schema it was made under."""
+        key = HOPSEARCH_LINK_KEY if schema_version(meta) >= TITLE_KEY_VERSION else EXACT_LINK_KEY
+        return cls(index, meta, synonyms=synonyms, link_key=key)
 
     @classmethod
     def attached(cls, attachment: Attachment) -> IndexFacts:

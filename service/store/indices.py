@@ -17,7 +17,9 @@ reads every passage as ``acl_default``); 3, the vector index chosen by ``HOPSEAR
 (``_source.excludes``; 9.x leaves them out by default and gives them back on request; 7.17 keeps them, its
 dense scores read them). Neither can be changed in an existing index: an index of schema 2 answers as it
 is (vectors in ``_source``) and a rebuild (``hopsearch index … --rebuild``) makes a new version of schema 3;
-``indices upgrade`` moves an index in place to schema 2 at most (:data:`IN_PLACE_VERSION`).
+``indices upgrade`` moves an index in place to schema 2 at most (:data:`IN_PLACE_VERSION`); 4, ``title.key``, the
+title lower-cased (the built-in ``lowercase`` normalizer), where the second hop looks names up without regard
+to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it).
 """
 
 from __future__ import annotations
@@ -40,11 +42,17 @@ from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+#: The schema that added ``title.key`` (the title lower-cased: the second hop's case-blind lookups).
+TITLE_KEY_VERSION = 4
 #: The newest schema an older index reaches in place (``indices upgrade``); later ones need a rebuild.
 IN_PLACE_VERSION = 2
 #: What each schema version added, for the messages that say how to move an older index.
-SCHEMA_CHANGES = {2: "document permissions (acl)", 3: "a chosen vector index and vectors kept out of _source"}
+SCHEMA_CHANGES = {
+    2: "document permissions (acl)",
+    3: "a chosen vector index and vectors kept out of _source",
+    4: "a lower-cased title key for the second hop (title.key)",
+}
 #: Fields a version added that an older index gets in place (``put_mapping``: nothing is copied).
 ADDED_FIELDS: dict[str, Any] = {"embedder": {"type": "keyword"}, "acl": {"type": "keyword"}}
 
