@@ -135,3 +135,32 @@ async def _mcp(url: str, secret: str, question: str, k: int) -> str:
         found = await client.call_tool("search", {"query": question, "k": k, "hops": 1})
         asked = await client.call_tool("ask", {"question": question, "strategy": "single", "k": k, "hops": 1})
     return str(found.content) + str(asked.content)
+
+
+async def test_a_name_finds_its_title_whatever_the_case_but_as_written_in_an_index_made_before(es_node: EsNode) -> None:
+    """Schema 4 looks names up in ``title.key`` (lower-cased): the film's paragraph writing "ARTHUR DREIFUSS"
+    links the paragraph titled "Arthur Dreifuss". An index of schema 3 (no ``title.key``) looks them up in
+    ``title.keyword`` as written, and its answers say that a rebuild gives the case-blind key."""
+    shouting = ("p-morgan", "Baby Face Morgan", "Baby Face Morgan is a 1942 film directed by ARTHUR DREIFUSS.")
+    async with await Runtime.open(make_settings(es_node.url)) as runtime:
+        store = runtime.store
+        try:
+            await _load(store, [shouting, *PASSAGES[1:], LINKED], {})
+            request = usecases.search_request(runtime, [Query(QUESTION, k=3, mode="bm25", hops=1)], caller=ADMIN)
+            [folded] = await usecases.search(runtime, request)
+            meta = {**(await store.index_meta()), "schema_version": 3}
+            await store.client.indices.put_mapping(
+                index=store.settings.passages_alias, body={"_meta": {"hopsearch": meta}}
+            )
+            store._meta_cache.clear()
+            [written] = await usecases.search(runtime, request)
+        finally:
+            await store.client.indices.delete(
+                index=f"{store.settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
+            )
+    assert [x.shown() for x in folded.links] == [
+        {"name": "ARTHUR DREIFUSS", "from": "p-morgan", "passage": "p-dreifuss", "how": "title"}
+    ]
+    assert folded.index_note == ""
+    assert "p-dreifuss" not in [h.id for h in written.hits] and written.links == ()
+    assert "schema 3 < 4" in written.index_note and "title.key" in written.index_note

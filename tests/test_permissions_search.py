@@ -170,7 +170,7 @@ async def test_an_index_made_before_permissions_reads_as_acl_default_and_says_ho
         )
         # schema 2 now: permissions apply; what it still lacks (schema 3) needs a rebuild, and the note says so
         assert found_markers(result) == MARKERS and "acl_default" not in result.index_note
-        assert "--rebuild" in result.index_note and "schema 2 < 3" in result.index_note
+        assert "--rebuild" in result.index_note and "schema 2 < 4" in result.index_note
         assert await store.count(name) == len(rows)
     finally:
         await _drop(runtime)
