@@ -29,11 +29,12 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from hopsearch.service.attached.fieldmap import LinkKey
 from hopsearch.service.retrieval.bodies import Source, filters_of
-from hopsearch.service.text.japanese import tokenizer
+from hopsearch.service.text.japanese import ja_query, tokenizer
 from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.types import Hit, Link, RetrievalQuery
 
@@ -52,6 +53,10 @@ PREFIXES = 32
 MENTIONS = 32
 #: The most passages one mention search returns.
 MENTION_SIZE = 20
+
+#: A name as an index searches it as a phrase: the text and the fields, the title field first
+#: (:func:`~hopsearch.service.text.japanese.ja_query`'s for Japanese, else the name in ``title`` and ``text``).
+Phrase = tuple[str, Sequence[str]]
 
 _WORD = re.compile(r"[\w'’&.\-]+|[(),:]")
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -110,9 +115,19 @@ def title_keys(title: str) -> tuple[str, ...]:
     return (whole,) if bare == whole or not bare else (whole, bare)
 
 
-def names_of(text: str) -> list[str]:
-    """The names of ``text``: Japanese by SudachiPy's nouns, any other by capitalised n-grams (:func:`spans`)."""
-    return tokenizer().names(text) if detect_lang(text) == "ja" else spans(text)
+@lru_cache(maxsize=8192)
+def names_of(text: str) -> tuple[str, ...]:
+    """The names of ``text``: Japanese by SudachiPy's nouns, any other by capitalised n-grams (:func:`spans`).
+    Kept for the passages read most recently (a passage is read again by the next query that finds it)."""
+    return tuple(tokenizer().names(text) if detect_lang(text) == "ja" else spans(text))
+
+
+@lru_cache(maxsize=8192)
+def phrase_of(name: str, analysis: str | None, tokens: int, searched: tuple[str, ...]) -> Phrase:
+    """``name`` as an index searches it as a phrase: a Japanese name by the index's Japanese fields
+    (``analysis``, token recipe ``tokens``: its ``_meta``'s), any other by ``searched`` as written."""
+    ja = ja_query(name, {"ja_analysis": analysis, "ja_tokens": tokens})
+    return ja if ja is not None else (name, searched)
 
 
 def document_of(hit: Hit) -> str:
@@ -188,11 +203,6 @@ def lookup_body(
     if scored_by is not None:
         query_body["should"] = [dict(scored_by)]
     return {"size": size, "track_total_hits": False, "query": {"bool": query_body}, "_source": source}
-
-
-#: A name as an index searches it as a phrase: the text and the fields, the title field first
-#: (:func:`~hopsearch.service.text.japanese.ja_query`'s for Japanese, else the name in ``title`` and ``text``).
-Phrase = tuple[str, Sequence[str]]
 
 
 def mention_body(
