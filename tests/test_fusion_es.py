@@ -17,9 +17,11 @@ import httpx
 import pytest
 
 from hopsearch.cli.local import esnode
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.retrieval import BoundRetriever
+from hopsearch.service.retrieval.bodies import DEFAULT_BM25
 from hopsearch.service.retrieval.filters import parse_filters
 from hopsearch.service.retrieval.fusion import rrf_groups
 from hopsearch.service.retrieval.rerank import HttpReranker
@@ -89,12 +91,14 @@ async def test_every_fusion_path_returns_the_same_top_hit(store: Store, minilm: 
     assert "fusion" in describe(results[2])
 
 
-async def test_most_fields_bm25_scores_as_the_node_does(es_node: EsNode, minilm: MiniLMEmbedder) -> None:
-    """``bm25_query=most_fields``: a bm25 query, hybrid's BM25 leg and a DualRAG step's fused BM25 all score
-    and rank as the node's own ``most_fields`` ``multi_match`` does, not as the default ``best_fields`` (whose
-    order on this query is checked to differ, so each comparison can fail)."""
+@pytest.mark.parametrize("kind", ["most_fields", "best_fields"])
+async def test_the_bm25_clause_scores_as_the_nodes_own(es_node: EsNode, minilm: MiniLMEmbedder, kind: str) -> None:
+    """``bm25_query`` (``most_fields``, the default, or DeepRAG's ``best_fields`` with ``tie_breaker`` 0.5): a
+    bm25 query, hybrid's BM25 leg and a DualRAG step's fused BM25 all score and rank as the node's own
+    ``multi_match`` of that kind does, not as the other (whose order on this query is checked to differ, so
+    each comparison can fail)."""
     text = "American film directed by Mark Robson"  # p1 (title + text) first with most_fields, p2 with best_fields
-    store = await Store.connect(make_settings(es_node.url, bm25_query="most_fields"))
+    store = await Store.connect(make_settings(es_node.url, bm25_query=kind))
     try:
         index = await load(store, minilm)
 
@@ -105,9 +109,10 @@ async def test_most_fields_bm25_scores_as_the_node_does(es_node: EsNode, minilm:
             answer = httpx.post(f"{es_node.url}/{index}/_search", json={"size": 6, "query": {"multi_match": match}})
             return {hit["_id"]: hit["_score"] for hit in answer.json()["hits"]["hits"]}
 
-        most, best = node("most_fields"), node("best_fields")
-        ranked = sorted(most, key=lambda i: -most[i])
-        assert ranked != sorted(best, key=lambda i: -best[i])
+        other = "best_fields" if kind == "most_fields" else "most_fields"
+        own, theirs = node(kind), node(other)
+        ranked = sorted(own, key=lambda i: -own[i])
+        assert ranked != sorted(theirs, key=lambda i: -theirs[i])
         retriever = bound(store, minilm)
         bm25, hybrid, boolean = await retriever.search_many(
             [
@@ -116,8 +121,8 @@ async def test_most_fields_bm25_scores_as_the_node_does(es_node: EsNode, minilm:
                 RetrievalQuery(text, k=6, mode="hybrid", fusion="bool", weights=(1.0, 0.0)),  # BM25's order alone
             ]
         )
-        assert {h.id: h.score for h in bm25.hits} == pytest.approx(most)
-        assert {h.id: h.score for h in hybrid.legs["bm25"]} == pytest.approx(most)
+        assert {h.id: h.score for h in bm25.hits} == pytest.approx(own)
+        assert {h.id: h.score for h in hybrid.legs["bm25"]} == pytest.approx(own)
         assert boolean.fusion == ("bool" if es_node.knn else "rrf")
         assert [h.id for h in boolean.hits][: len(ranked)] == ranked
         fused = await retriever.search_fused([[RetrievalQuery(text, k=6)]], 6)
@@ -125,6 +130,10 @@ async def test_most_fields_bm25_scores_as_the_node_does(es_node: EsNode, minilm:
     finally:
         await _drop(store)
         await store.close()
+
+
+def test_the_default_bm25_clause_is_most_fields() -> None:
+    assert Settings().bm25_query == "most_fields" and DEFAULT_BM25 == "most_fields"  # type: ignore[call-arg]
 
 
 async def test_legs_and_weights(store: Store, minilm: MiniLMEmbedder) -> None:

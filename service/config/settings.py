@@ -228,11 +228,11 @@ class Settings(BaseSettings):
 
     # --- retrieval -----------------------------------------------------------------------------
     bm25_query: Bm25Query = Field(
-        "best_fields",
-        description="The `multi_match` type of BM25 over a passage's title and text: `best_fields` (with "
-        "`tie_breaker` 0.5, DeepRAG's retriever) or `most_fields` (the fields' scores added up), which lets "
-        "Lucene skip blocks that cannot compete: BM25 10x faster on all 21M Wikipedia passages "
-        "(docs/capacity.md), recall measured in the README (Retrieval).",
+        "most_fields",
+        description="The `multi_match` type of BM25 over a passage's title and text: `most_fields` (the "
+        "fields' scores added up), which lets Lucene skip blocks that cannot compete: BM25 10x faster on all "
+        "21M Wikipedia passages (docs/capacity.md), or `best_fields` (with `tie_breaker` 0.5, DeepRAG's "
+        "retriever); recall measured in the README (Retrieval, Multi-hop retrieval).",
     )
     retrieval_mode: Literal["bm25", "dense", "hybrid"] = Field(
         "hybrid",
@@ -243,7 +243,8 @@ class Settings(BaseSettings):
     hops: Literal[0, 1] = Field(
         0,
         description="Hops of the strategies' retrievals unless a request sets one: 1 also follows the names "
-        "(titles) that the question and the first-hop passages name (README, Multi-hop retrieval).",
+        "that the question and the first-hop passages name, to the passages they title or other documents "
+        "that hold them (README, Multi-hop retrieval).",
     )
     rerank_url: str | None = Field(
         None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."

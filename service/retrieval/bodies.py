@@ -1,9 +1,9 @@
 """Every Elasticsearch body that reads passages, as pure functions of a query (its filters already hold
 the scope's: :func:`~hopsearch.service.retrieval.planner.scoped`), a vector and a size.
 
-- BM25: ``multi_match`` ``best_fields`` over ``title`` and ``text``, ``tie_breaker`` 0.5, or ``most_fields``
-  (``bm25_query``); a Japanese query searches the index's Japanese fields instead (``ja``: kuromoji
-  sub-fields or SudachiPy tokens).
+- BM25: ``multi_match`` ``most_fields`` over ``title`` and ``text``, or ``best_fields`` with ``tie_breaker``
+  0.5 (DeepRAG's; ``bm25_query``); a Japanese query searches the index's Japanese fields instead (``ja``:
+  kuromoji sub-fields or SudachiPy tokens).
 - Dense: top-level ``knn`` (8.x; ``num_candidates`` and ``rescore_vector`` as the index's
   :class:`~hopsearch.service.store.vector_index.KnnOptions` say), exact ``script_score`` cosine (7.17).
 - One-request hybrids: ``bool.should`` of the BM25 clause and a dense clause; Elasticsearch's ``rrf``
@@ -23,8 +23,8 @@ from hopsearch.service.types import Bm25Query, Fusion, RetrievalQuery
 SOURCE_EXCLUDES = {"excludes": ["embedding"]}
 #: ``num_candidates`` at least 100 (and 10 per hit), no rescoring: what an index without options gets.
 DEFAULT_KNN = KnnOptions()
-#: DeepRAG's BM25 clause (``Settings.bm25_query``'s default).
-DEFAULT_BM25: Bm25Query = "best_fields"
+#: ``Settings.bm25_query``'s default (block-max WAND applies; DeepRAG's ``best_fields`` stays a setting).
+DEFAULT_BM25: Bm25Query = "most_fields"
 Source = bool | Mapping[str, Any]
 #: The fields BM25 searches in hopsearch's passages (an attached index's are its field map's).
 SEARCHED = ("title", "text")
