@@ -21,13 +21,15 @@ It prints
   heap), which is the cost-against-size curve of the load;
 - per index: store size (``_stats``; as loaded, not force-merged), bytes per passage, segments, the
   node's heap used after a GC-settling pause;
-- per index, interleaved (A B A B ...): ``POST /{index}/_retrieve`` (BM25, k = 10) through ``hopsearch
-  serve`` and the same body straight to the node's ``_search``, p50/p95 over ``--requests`` questions of
+- per index, interleaved (A B C A B C ...): ``POST /{index}/_retrieve`` (BM25, k = 10) through ``hopsearch
+  serve``, the same with ``"hops": 1`` (the made-up titles name nothing: the hop's cost, not its use) and the
+  same body straight to the node's ``_search``, p50/p95 over ``--requests`` questions of
   the shipped 2Wiki sample; and a DualRAG step: one ``_msearch`` of 9 BM25 queries (3 entities x 3
   keywords from the question, k = 50), p50/p95, one client;
-- per index, ``--shapes`` questions straight to the node in each BM25 query shape: the product's
+- per index, ``--shapes`` questions straight to the node in each BM25 query shape: DeepRAG's
   (``multi_match`` best_fields with ``tie_breaker`` 0.5: a dis_max that scores every matching document),
-  best_fields without the tie breaker and most_fields (which let Lucene skip non-competitive blocks),
+  best_fields without the tie breaker and most_fields (the default; these two let Lucene skip
+  non-competitive blocks),
   p50/p95 (``combined_fields`` refuses the passages' fields: their analyzers differ);
 - with an LLM at ``--llm-url`` (``hopsearch llm up``): ``--questions`` DeepRAG questions per index through
   ``hopsearch ask --strategy deeprag --few-shot --json``, each trace's retrieval time (the ``retrieve`` steps'
@@ -216,7 +218,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def latencies(es: str, api: str, index: str, asked: list[str]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"service": [], "direct": [], "step": []}
+    out: dict[str, list[float]] = {"service": [], "hop": [], "direct": [], "step": []}
     headers = {"Authorization": f"ApiKey {KEY}", "Accept-Encoding": "identity"}
     plain = {"Accept-Encoding": "identity"}
     async with (
@@ -225,11 +227,16 @@ async def latencies(es: str, api: str, index: str, asked: list[str]) -> dict[str
     ):
         for q in asked[:5]:  # warm: caches, pools, the node's query path
             await service.post(f"/{index}/_retrieve", json={"query": q, "k": 10})
+            await service.post(f"/{index}/_retrieve", json={"query": q, "k": 10, "hops": 1})
             await direct.post(f"/{index}/_search", json=bm25_body(RetrievalQuery(q, k=10), 10))
         for q in asked:
             began = time.perf_counter()
             answer = await service.post(f"/{index}/_retrieve", json={"query": q, "k": 10})
             out["service"].append((time.perf_counter() - began) * 1000)
+            answer.raise_for_status()
+            began = time.perf_counter()
+            answer = await service.post(f"/{index}/_retrieve", json={"query": q, "k": 10, "hops": 1})
+            out["hop"].append((time.perf_counter() - began) * 1000)
             answer.raise_for_status()
             began = time.perf_counter()
             answer = await direct.post(f"/{index}/_search", json=bm25_body(RetrievalQuery(q, k=10), 10))
@@ -249,15 +256,15 @@ def shaped(query: RetrievalQuery, shape: str) -> dict[str, Any]:
     """The product's BM25 body of ``query`` in ``shape`` (the profile's question: which shapes let Lucene
     skip non-competitive documents): its two ``bm25_query`` kinds, and best_fields without the tie breaker
     (a plain ``dis_max``, not a setting)."""
-    if shape == "most_fields":
+    if shape.startswith("most_fields"):
         return bm25_body(query, 10, kind="most_fields")
-    body = bm25_body(query, 10)
+    body = bm25_body(query, 10, kind="best_fields")
     if shape == "best_fields, no tie_breaker":
         body["query"]["bool"]["must"][0]["multi_match"].pop("tie_breaker")
     return body
 
 
-SHAPES = ("product (best_fields, tie_breaker 0.5)", "best_fields, no tie_breaker", "most_fields")
+SHAPES = ("best_fields, tie_breaker 0.5 (DeepRAG's)", "best_fields, no tie_breaker", "most_fields (the default)")
 
 
 async def shape_latencies(es: str, index: str, asked: list[str]) -> dict[str, list[float]]:
@@ -385,16 +392,20 @@ def main() -> int:
         asked = questions(args.requests)
         if asked:
             print(f"latency, {args.requests} 2Wiki questions, one client, interleaved (ms p50 / p95):")
-            print(
-                f"{'index':16s} {'_retrieve (service)':>22s} {'_search (node)':>18s} {'DualRAG step (9 x k=50)':>26s}"
-            )
+            head = ("_retrieve (service)", "hops 1 (service)", "_search (node)", "DualRAG step (9 x k=50)")
+            print(f"{'index':16s} {head[0]:>22s} {head[1]:>22s} {head[2]:>18s} {head[3]:>26s}")
             for index in (small, full):
                 lat = asyncio.run(latencies(url, api, index, asked))
                 cells = [
                     f"{statistics.median(lat[k]):7.1f} / {pct(lat[k], 0.95):7.1f}"
-                    for k in ("service", "direct", "step")
+                    for k in ("service", "hop", "direct", "step")
                 ]
-                print(f"{index:16s} {cells[0]:>22s} {cells[1]:>18s} {cells[2]:>26s}", flush=True)
+                ratio = statistics.median(lat["hop"]) / statistics.median(lat["service"])
+                print(
+                    f"{index:16s} {cells[0]:>22s} {cells[1]:>22s} {cells[2]:>18s} {cells[3]:>26s}   "
+                    f"hops 1 / 0: p50 {ratio:.2f}x",
+                    flush=True,
+                )
         if args.shapes:
             print(f"BM25 query shapes, {args.shapes} questions straight to the node, one client (ms p50 / p95):")
             for index in (small, full):
