@@ -8,8 +8,9 @@ executor runs the bodies.
   (:meth:`~hopsearch.service.text.japanese.JapaneseTokenizer.names`, 異体字 folded).
 - Titles (:func:`lookup_body`): the names of the question, of the first-hop passages the question names
   and of the top :data:`NAMERS` first-hop passages, looked up against the index's link key (a keyword field
-  of whole titles) without regard to case, as the whole title or as a title that adds a disambiguation in
-  brackets ("Mark Robson" → "Mark Robson (film director)"), scored by the question, so of several
+  of whole titles: ``title.key``, lower-cased, so case does not matter), as the whole title or as a title that
+  adds a disambiguation in brackets ("Mark Robson" → "Mark Robson (film director)"), scored by the question,
+  so of several
   passages one name titles the one the question is about comes first. Each linked passage is placed right
   after the passage that named it (the question's first, whether the lookup or the first hop found them).
 - Mentions (:func:`mention_body`), where the first hop repeats a document within ``k`` (several chunks of
@@ -77,9 +78,9 @@ def spans(text: str, max_words: int = MAX_WORDS) -> list[str]:
     """The candidate names of ``text``: its n-grams that start and end with a capitalised word or a
     number, in the order they appear (first occurrence kept) — but not a number alone (a year names no
     paragraph it is about), one letter, nor one word the text also writes in lower case (a common word: "The",
-    "Film").
-    A name's last word loses a possessive; one that ends an abbreviation keeps its full stop as a second
-    spelling ("Lau Lauritzen Sr." and "Lau Lauritzen Sr")."""
+    "Film"). A name's last word loses a possessive ("Karijotas's father" names "Karijotas"); one that ends an
+    abbreviation keeps its full stop as a second spelling ("Lau Lauritzen Sr." and "Lau Lauritzen Sr"), and an
+    initial without its full stop gets a second spelling with it ("Sundar C Babu", "Sundar C. Babu")."""
     words = _WORD.findall(text)
     common = {word for word in words if word.islower()}
     out: dict[str, None] = {}
