@@ -1,8 +1,9 @@
 """The second hop (``hops: 1``) on real Elasticsearch (7.17, 8.19, 9.2): a paragraph only a link reaches is
 found (and the trace of the hop says by which name, from which passage), and a linked passage the caller
-may not read never shows — ``_retrieve``, ``/retrieve``, ``_ask`` and the MCP ``search`` and ``ask`` tools
-over real HTTP (uvicorn), whole responses searched for its marker — while a caller who may read it gets it
-through the same hop."""
+may not read never shows — ``_retrieve``, ``/retrieve``, ``_ask`` (its body, its SSE events, its trace and the
+trace viewer's page), ``/v1/chat/completions`` (a body and every chunk of a stream) and the MCP ``search`` and
+``ask`` tools over real HTTP (uvicorn), whole responses searched for its marker — while a caller who may read
+it gets it through the same hop."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from openai import AsyncOpenAI
 
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
@@ -95,7 +97,7 @@ async def test_a_restricted_linked_passage_never_shows(es_node: EsNode) -> None:
                 )
     for route, text in got["public"].items():
         assert SECRET not in text and "p-secret" not in text, f"public {route} leaked the linked passage"
-    for route in ("_retrieve", "/retrieve", "mcp"):  # the same hop reaches it for those who may read it
+    for route in ("_retrieve", "/retrieve", "mcp", "/v1"):  # the same hop reaches it for those who may read it
         assert SECRET in got["hr"][route] and SECRET in got["admin"][route], route
     assert SECRET in got["hr"]["_ask"]
 
@@ -122,11 +124,27 @@ async def _responses(url: str, alias: str, question: str = QUESTION, k: int = 3)
             ask = {"question": question, "strategy": "single", "options": {"k": k, "hops": 1}}
             answered = await http.post(f"/{alias}/_ask", json=ask, headers=head)
             assert answered.status_code == 200, answered.text
-            trace = await http.get(f"/_traces/{answered.json()['trace_id']}", headers=head)
-            got["_ask"] = answered.text + trace.text
+            trace_id = answered.json()["trace_id"]
+            trace = await http.get(f"/_traces/{trace_id}", headers=head)
+            page = await http.get(f"/_ui/traces/{trace_id}", headers=head)  # the viewer's HTML page
+            streamed = await http.post(f"/{alias}/_ask", json={**ask, "stream": True}, headers=head)
+            got["_ask"] = answered.text + trace.text + page.text + streamed.text  # SSE events too
+            got["/v1"] = await _chat(url, secret, question, k)
             got["mcp"] = await _mcp(url, secret, question, k)
             out[name] = got
     return out
+
+
+async def _chat(url: str, secret: str, question: str, k: int) -> str:
+    """The OpenAI-compatible route with one hop, one body and a stream (every chunk)."""
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key=secret.removeprefix("ApiKey "), max_retries=0)
+    extra, model = {"hopsearch": {"k": k, "hops": 1}}, "hopsearch-single"
+    messages: list[Any] = [{"role": "user", "content": question}]
+    body = await client.chat.completions.create(model=model, messages=messages, extra_body=extra)
+    stream = await client.chat.completions.create(model=model, messages=messages, stream=True, extra_body=extra)
+    chunks = [chunk.model_dump_json() async for chunk in stream]
+    await client.close()
+    return body.model_dump_json() + "".join(chunks)
 
 
 async def _mcp(url: str, secret: str, question: str, k: int) -> str:
