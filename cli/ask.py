@@ -18,7 +18,7 @@ from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer
-from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.strategies.deeprag import demonstrations_for
 
 
 async def ask_question(
@@ -55,7 +55,9 @@ async def ask_question(
 @click.argument("question")
 @click.option("--depth", type=int, default=DEFAULT_DEPTH, show_default=True, help="DeepRAG depth (6 for HotpotQA).")
 @click.option("-k", "k", type=int, default=None, help="Passages per retrieval (deeprag 3, single 5).")
-@click.option("--few-shot", is_flag=True, help="Put worked DeepRAG examples before the question.")
+@click.option(
+    "--few-shot", is_flag=True, help="DeepRAG: a worked example of its format, in the question's language, first."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace document as JSON.")
 @ask_options
 @filter_options
@@ -90,7 +92,7 @@ def ask(
                 mode=mode,
                 max_depth=depth,
                 k=k,
-                demonstrations=DEMONSTRATIONS if few_shot else "",
+                demonstrations=demonstrations_for(question) if few_shot else "",
                 retrieval_mode=retrieval_mode,
                 hops=hops,
                 key=key,

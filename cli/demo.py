@@ -28,7 +28,7 @@ from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.strategies.deeprag import demonstrations_for
 
 DEMO_DEPTH = 4
 DEMO_QUESTION_ID = "1bac32280bdb11eba7f7acde48001122"  # the director of "Song Of The Gringo"
@@ -82,7 +82,7 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
             chosen.question,
             caller=ADMIN,
             strategy=strategy,
-            demonstrations=DEMONSTRATIONS,
+            demonstrations=demonstrations_for(chosen.question),
             max_depth=DEMO_DEPTH,
             fields=CLI_ASK,
         )

@@ -36,7 +36,7 @@ from hopsearch.service.evaluation.runner import Ask, EvalItem, EvalRow, run_eval
 from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
 from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer, depth_for
-from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.strategies.deeprag import demonstrations_for
 from hopsearch.service.types import RetrievalMode
 
 COLUMNS = ("n", "em", "f1", "acc", "retrievals", "llm_calls", "tokens_in", "tokens_out", "wall_s", "errors")
@@ -116,7 +116,7 @@ def _asker(runtime: Runtime, job: EvalJob, caller: Caller, dataset: str) -> Ask:
             filters=job.filters,
             mode=cast(RetrievalPolicy, job.mode),
             max_depth=depth_for(dataset),
-            demonstrations=DEMONSTRATIONS if job.few_shot else "",
+            demonstrations=demonstrations_for(question) if job.few_shot else "",
             retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
             hops=job.hops,
             fields=CLI_ASK,
@@ -180,7 +180,9 @@ def evaluate() -> None:
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Questions answered at once.")
 @click.option("--corpus-from-context", is_flag=True, help="Index the questions' context paragraphs first.")
-@click.option("--few-shot", is_flag=True, help="DeepRAG: put a worked example of the format before each question.")
+@click.option(
+    "--few-shot", is_flag=True, help="DeepRAG: a worked example of its format, in each question's language, first."
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Per-question JSONL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @ask_options

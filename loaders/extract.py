@@ -2,7 +2,7 @@
 
 ``.md`` markdown-it-py · ``.txt`` blank-line paragraphs · ``.csv`` the csv module, one row a paragraph ·
 ``.html``/``.htm`` selectolax (Lexbor) (these four decoded by :mod:`hopsearch.loaders.decode`) ·
-``.pdf`` pypdf · ``.docx`` python-docx · ``.xlsx`` openpyxl · ``.pptx`` python-pptx (the last two in
+``.pdf`` pypdf · ``.docx`` python-docx · ``.xlsx`` openpyxl · ``.pptx`` python-pptx (the last three in
 :mod:`hopsearch.loaders.office`). Every extractor returns the document title (``None`` when the file has
 none) and a list of :class:`Block` in reading order: headings (with their level) and paragraphs. A file
 that a library cannot read raises :class:`InputError` with the library's reason. The zip-based formats
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from hopsearch.loaders.blocks import Block, collapse
 from hopsearch.loaders.decode import TEXT_DECODER_VERSION, decode_text
+from hopsearch.loaders.office import DOCX_READER_VERSION
 from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
 
@@ -157,31 +158,9 @@ def extract_pdf(data: bytes) -> tuple[str | None, list[Block]]:
 
 
 def extract_docx(data: bytes) -> tuple[str | None, list[Block]]:
-    import zipfile
+    from hopsearch.loaders.office import read_docx  # imported when used (python-docx loads with it)
 
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise InputError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
-    blocks: list[Block] = []
-    for para in document.paragraphs:
-        text = collapse(para.text)
-        if not text:
-            continue
-        style = (para.style.name if para.style is not None else "") or ""
-        match = re.fullmatch(r"Heading (\d)", style)
-        level = 1 if style == "Title" else int(match.group(1)) if match else 0
-        blocks.append(Block(text, level))
-    for table in document.tables:
-        for row in table.rows:
-            cells = " | ".join(collapse(c.text) for c in row.cells)
-            if cells.strip(" |"):
-                blocks.append(Block(cells))
-    title = document.core_properties.title or next((b.text for b in blocks if b.level == 1), None)
-    return title, blocks
+    return read_docx(data)
 
 
 def extract_xlsx(data: bytes, *, source: str = "") -> tuple[str | None, list[Block]]:
@@ -218,7 +197,10 @@ def extractor_version(suffix: str) -> int:
     """The version of the code that turns a file of this suffix into text, stored with its chunks
     (``metadata.extractor``; chunks without one are version 1): a file whose chunks are older is read
     again even when its bytes are unchanged."""
-    return TEXT_DECODER_VERSION if suffix.lower() in TEXT_SUFFIXES else 1
+    suffix = suffix.lower()
+    if suffix in TEXT_SUFFIXES:
+        return TEXT_DECODER_VERSION
+    return DOCX_READER_VERSION if suffix == ".docx" else 1
 
 
 def extract(

@@ -1,4 +1,9 @@
-"""Text out of Excel and PowerPoint files: ``.xlsx`` with openpyxl, ``.pptx`` with python-pptx.
+"""Text out of Word, Excel and PowerPoint files: ``.docx`` with python-docx, ``.xlsx`` with openpyxl,
+``.pptx`` with python-pptx.
+
+A Word document is read in its body's order: paragraphs (a ``Title`` or ``Heading n`` style makes a
+heading of that level) and tables row by row where they stand among them, each row one paragraph, its
+cells joined by `` | `` — so a table stays in the section (under the heading) it belongs to.
 
 A sheet or a slide is a section: a level-1 heading (the sheet's name; the slide's title, or "Slide n"
 where it has none) followed by its paragraphs, so the chunker keeps each chunk's sheet or slide in its
@@ -24,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import logging
+import re
 import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -33,11 +39,17 @@ from hopsearch.loaders.blocks import Block, collapse
 from hopsearch.service.errors import InputError
 
 if TYPE_CHECKING:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
     from openpyxl.worksheet._read_only import ReadOnlyWorksheet
     from pptx.shapes.base import BaseShape
     from pptx.slide import Slide
 
 log = logging.getLogger(__name__)
+
+#: The version of :func:`read_docx` (see :func:`~hopsearch.loaders.extract.extractor_version`): 2 reads
+#: tables where they stand in the body (version 1 put every table after the last paragraph).
+DOCX_READER_VERSION = 2
 
 #: What PowerPoint puts in a deck's title property when nobody gave it one (English and Japanese UI).
 _TEMPLATE_TITLES = {"PowerPoint Presentation", "PowerPoint プレゼンテーション"}
@@ -163,3 +175,40 @@ def read_pptx(data: bytes) -> tuple[str | None, list[Block]]:
     if not title or title in _TEMPLATE_TITLES:
         title = next((t for t in titles if t), "")
     return title or None, blocks
+
+
+def _docx_paragraph(paragraph: Paragraph) -> Block | None:
+    text = collapse(paragraph.text)
+    if not text:
+        return None
+    style = (paragraph.style.name if paragraph.style is not None else "") or ""
+    match = re.fullmatch(r"Heading (\d)", style)
+    return Block(text, 1 if style == "Title" else int(match.group(1)) if match else 0)
+
+
+def _docx_rows(table: Table) -> Iterator[Block]:
+    for row in table.rows:
+        cells = " | ".join(collapse(cell.text) for cell in row.cells)
+        if cells.strip(" |"):
+            yield Block(cells)
+
+
+def read_docx(data: bytes) -> tuple[str | None, list[Block]]:
+    """Title (the document's own, else its first level-1 heading) and its paragraphs and table rows in
+    body order."""
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.table import Table
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise InputError(f"unreadable DOCX: {type(exc).__name__}: {exc}") from exc
+    blocks: list[Block] = []
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            blocks.extend(_docx_rows(item))
+        elif (block := _docx_paragraph(item)) is not None:
+            blocks.append(block)
+    title = document.core_properties.title or next((b.text for b in blocks if b.level == 1), None)
+    return title, blocks

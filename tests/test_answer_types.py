@@ -163,3 +163,11 @@ def test_no_answer_is_not_graded_as_one() -> None:
     assert score(NO_ANSWER, ["no"]) == score(None, ["no"])
     assert score(NO_ANSWER, ["no"]).acc == 0.0
     assert score("no", ["no"]).em == 1.0
+
+
+def test_a_japanese_question_has_no_answer_in_japanese_never_graded() -> None:
+    question = "かざぐるまプロジェクトの責任者は誰ですか？"
+    for reply in ("分かりません。", "(no)", "質問: かざぐるまプロジェクトの責任者は誰ですか？", "回答なし"):
+        assert typed_answer(reply, question)[0] == "回答なし", reply
+    assert typed_answer("(no)", "Who leads the project?")[0] == NO_ANSWER
+    assert score("回答なし", ["回答"]) == score(None, ["回答"])

@@ -14,6 +14,7 @@ from hopsearch.cli.ask import ask
 from hopsearch.cli.llm import llm
 from hopsearch.cli.render import EMPTY_ANSWER
 from hopsearch.service.store import Store
+from hopsearch.service.strategies.deeprag import DEMONSTRATIONS, JA_DEMONSTRATIONS
 from tests.llm_fixtures import DeepRAGModel, PlanStep, server_for
 from tests.test_deeprag_es import loaded
 
@@ -149,3 +150,46 @@ async def test_ask_source_filter_keeps_to_one_corpus(store: Store, tmp_path: Pat
         other = await asyncio.to_thread(CliRunner().invoke, ask, [*args, "--source", "docs"], env=env)
     assert kept.exit_code == 0 and "[1] p-lethal  Lethal Weapon" in kept.output
     assert other.exit_code == 0 and "Citations:" not in other.output and "→ no hits" in other.output
+
+
+async def test_few_shot_worked_examples_are_in_the_question_language(store8: Store, tmp_path: Path) -> None:
+    """``ask --few-shot``: a Japanese question's transcript opens with the Japanese worked example (none of
+    the English one's words), an English question's with the English one — as the model receives them."""
+    await loaded(store8)
+    japanese, english = "かざぐるまプロジェクトの責任者は誰ですか？", "Who directed Lethal Weapon?"
+    with server_for("llamacpp-followup", MODEL) as server:
+        env = env_for(store8, server.base_url, tmp_path)
+        for question in (japanese, english):
+            args = [question, "--prefix", store8.settings.index_prefix, "--strategy", "deeprag", "--few-shot"]
+            result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+            assert result.exit_code == 0, result.output
+        prompts = server.prompts
+    asked_ja = [p for p in prompts if f"Question: {japanese}" in p]
+    asked_en = [p for p in prompts if f"Question: {english}" in p]
+    assert asked_ja and asked_en and len(asked_ja) + len(asked_en) == len(prompts)
+    assert all(p.startswith(f"{JA_DEMONSTRATIONS}\n\nQuestion: {japanese}") for p in asked_ja)
+    assert not any(word in p for p in asked_ja for word in ("Jaws", "Alien", "Spielberg"))
+    assert all(p.startswith(f"{DEMONSTRATIONS}\n\nQuestion: {english}") for p in asked_en)
+    assert not any("施設管理室" in p for p in asked_en)
+
+
+async def test_single_answers_a_japanese_question_in_japanese_even_when_it_has_no_answer(
+    store8: Store, tmp_path: Path
+) -> None:
+    """``single``'s answer prompt asks for the answer in the question's language (as the model receives it),
+    and a reply that is no answer is recorded in that language too: 「回答なし」, not "no answer"."""
+    await loaded(store8)
+    japanese, english = "かざぐるまプロジェクトの責任者は誰ですか？", "Who directed Lethal Weapon?"
+    answers: dict[str, str] = {}
+    with server_for("vllm", lambda request: "分かりません。") as server:
+        env = env_for(store8, server.base_url, tmp_path)
+        for question in (japanese, english):
+            args = [question, "--prefix", store8.settings.index_prefix, "--strategy", "single", "--json"]
+            result = await asyncio.to_thread(CliRunner().invoke, ask, args, env=env)
+            assert result.exit_code == 0, result.output
+            answers[question] = json.loads(result.output)["answer"]
+        prompts = server.prompts
+    [asked_ja] = [p for p in prompts if japanese in p]
+    assert "日本語で答えてください" in asked_ja and "in Japanese" in asked_ja
+    assert not any("日本語" in p for p in prompts if english in p)
+    assert answers == {japanese: "回答なし", english: "no answer"}

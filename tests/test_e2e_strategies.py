@@ -8,9 +8,14 @@ Under ``CI=true`` a missing model or llama.cpp server fails instead of skipping.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from hopsearch.service.config.settings import Settings
@@ -21,11 +26,14 @@ from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, AskOptions, Budget, build_strategy
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS
+from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.traces.recorder import ElasticsearchTraceSink
+from tests.conftest import EsNode
 from tests.scopes import asking
 from tests.test_e2e_llama import first_question, llama  # noqa: F401  (the shared local-model fixture)
 
 pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[1]
 
 #: What each strategy's trace must contain besides the final answer step.
 EXPECTED_KINDS = {
@@ -104,3 +112,51 @@ async def test_every_strategy_answers_one_2wiki_question_with_the_local_model(
     if kept:
         stored = await EsOutlineStore(store8).search(llama.outline_namespace, kept[0]["output"][:200])
         assert stored, kept[0]
+
+
+def readme_japanese_quick_start() -> list[str]:
+    """The commands of the README's Japanese quick start (the first bash block of "Japanese documents"),
+    comments left out."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Japanese documents\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+    return [command for command in commands if command and not command.startswith("#")]
+
+
+def test_the_readme_japanese_quick_start_answers_in_japanese_with_the_local_model(
+    llama: Settings,  # noqa: F811
+    es8_node: EsNode,
+    tmp_path: Path,
+) -> None:
+    """The quick start's commands as the README writes them (the hopsearch of this environment for
+    ``.venv/bin/hopsearch``), over a fresh index prefix: the bundled documents load and the question is
+    answered in Japanese, with the name the project document gives."""
+    prefix = f"jaqs{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "HOPSEARCH_ES_URL": es8_node.url,
+        "HOPSEARCH_INDEX_PREFIX": prefix,
+        "HOPSEARCH_STATE_DIR": str(tmp_path),
+        "HOPSEARCH_LLM_BASE_URL": llama.llm_base_url[0],
+        "HOPSEARCH_LLM_MODEL": llama.llm_model,
+        "COLUMNS": "200",
+    }
+    hopsearch = str(Path(sys.executable).parent / "hopsearch")
+    outputs: list[str] = []
+    try:
+        for command in readme_japanese_quick_start():
+            done = subprocess.run(
+                ["bash", "-c", command.replace(".venv/bin/hopsearch", hopsearch)],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+            outputs.append(done.stdout)
+    finally:
+        httpx.delete(f"{es8_node.url}/{prefix}-*", timeout=60)
+    [answer] = [line.split(":", 1)[1].strip() for line in outputs[-1].splitlines() if line.startswith("Answer:")]
+    assert detect_lang(answer) == "ja" and "高木" in answer, outputs[-1]
+    assert "プロジェクト「かざぐるま」概要" in outputs[-1]  # the project document is cited

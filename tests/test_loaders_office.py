@@ -23,6 +23,8 @@ from click.testing import CliRunner
 
 from hopsearch.cli.index import EXIT_REJECTED
 from hopsearch.cli.main import main
+from hopsearch.loaders import docs as docs_module
+from hopsearch.loaders import extract as extract_module
 from hopsearch.loaders.chunking import chunk_document
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.extract import EXTRACTORS, Block, extract
@@ -319,3 +321,76 @@ def test_index_docs_then_bm25_finds_a_sheet_value_and_a_speaker_note(es8_node: E
         assert Path(note["path"]).name == "plan.pptx" and "値上げは北村部長が承認済み。" in note["text"]
     finally:
         httpx.delete(f"{es8_node.url}/{prefix}-*")
+
+
+#: A rule book: a table in chapter 1, then chapter 2 (a heading and a paragraph) after it.
+LEAVE_TABLE = [("勤続年数", "日数"), ("1年", "10日"), ("6年", "20日")]
+
+
+def write_rule_book(path: Path) -> Path:
+    """A real .docx (python-docx): a title, chapter 1 with a paragraph and a table, then chapter 2."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("就業規則", level=0)
+    document.add_heading("第1章 休暇", level=1)
+    document.add_paragraph("年次有給休暇の日数は勤続年数で決まる。")
+    table = document.add_table(rows=len(LEAVE_TABLE), cols=2)
+    for r, row in enumerate(LEAVE_TABLE):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    document.add_heading("第2章 経費", level=1)
+    document.add_paragraph("出張旅費は実費を精算する。")
+    document.save(str(path))
+    return path
+
+
+def test_a_docx_table_is_read_where_it_stands_among_the_paragraphs(tmp_path: Path) -> None:
+    title, blocks = extract(".docx", write_rule_book(tmp_path / "就業規則.docx").read_bytes())
+    assert title == "就業規則"
+    assert blocks == [
+        Block("就業規則", 1),
+        Block("第1章休暇", 1),
+        Block("年次有給休暇の日数は勤続年数で決まる。"),
+        Block("勤続年数 | 日数"),
+        Block("1年 | 10日"),
+        Block("6年 | 20日"),
+        Block("第2章経費", 1),  # after the table, as in the document
+        Block("出張旅費は実費を精算する。"),
+    ]
+
+
+def _tables_last(data: bytes) -> tuple[str | None, list[Block]]:
+    """What the .docx reader did before issue 42: every paragraph, then every table."""
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    heading = {"Title", "Heading 1"}
+    blocks = [Block(p.text, int(p.style is not None and p.style.name in heading)) for p in document.paragraphs]
+    rows = [" | ".join(cell.text for cell in row.cells) for table in document.tables for row in table.rows]
+    return None, [*blocks, *(Block(row) for row in rows)]
+
+
+async def test_a_docx_indexed_with_its_tables_last_is_read_again_in_body_order(
+    store8: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "share"
+    root.mkdir()
+    write_rule_book(root / "就業規則.docx")
+
+    async def text() -> str:
+        await store8.refresh(store8.settings.passages_alias)
+        found = await store8.search(store8.settings.passages_alias, {"query": {"match_all": {}}, "_source": ["text"]})
+        return "\n".join(hit["_source"]["text"] for hit in found["hits"]["hits"])
+
+    with monkeypatch.context() as patch:
+        patch.setattr(extract_module, "EXTRACTORS", {**EXTRACTORS, ".docx": _tables_last})
+        patch.setattr(docs_module, "extractor_version", lambda suffix: 1)
+        first = await load_docs(store8, root, opts(tmp_path))
+    assert first.indexed == 1 and (await text()).index("6年 | 20日") > (await text()).index("出張旅費")
+    again = await load_docs(store8, root, opts(tmp_path))
+    assert (again.read, again.indexed, again.skipped) == (1, 1, 0)  # the same bytes, read again
+    stored = await text()
+    assert stored.index("年次有給休暇") < stored.index("6年 | 20日") < stored.index("出張旅費")
+    third = await load_docs(store8, root, opts(tmp_path))
+    assert (third.indexed, third.skipped) == (0, 1)

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
+from hopsearch.service.api.hit_sources import mapped
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
@@ -127,7 +128,8 @@ async def _run_search(
     )
     [result] = await usecases.search(runtime, search)
     state.metrics.retrieval(result.mode)
-    hits = [{"id": h.id, "score": h.score, "title": h.title, "text": h.text} for h in result.hits]
+    fields = await runtime.store.field_map(search.scope.index)
+    hits = [{"id": h.id, "score": h.score, **mapped(h, state.hit_sources(h.source), fields)} for h in result.hits]
     found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
     if result.vector_index:
         found["vector_index"] = result.vector_index
@@ -216,7 +218,9 @@ def _add_search(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -
 
     server.add_tool(
         search,
-        description="Search the passages index: BM25, dense or hybrid, with literal filters.",
+        description="Search the passages index: BM25, dense or hybrid, with literal filters. Each hit has id, "
+        "score, title, text and excerpt (the passages the strategies would read; an attached index's text is "
+        "the whole document).",
     )
 
 

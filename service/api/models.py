@@ -178,7 +178,31 @@ class SearchResponse(BaseModel):
     hits: Hits
 
 
-class RetrieveResponse(SearchResponse):
+class MappedModel(BaseModel):
+    """What hopsearch reads of a hit, whatever the index calls its fields; a key is left out where the field
+    it comes from is not in the `_source` the caller is shown."""
+
+    title: str | None = Field(None, description="The mapped title field.")
+    text: str | None = Field(None, description="The mapped text field (an attached document's whole text).")
+    excerpt: str | None = Field(
+        None, description="What the strategies read: the passage, or an attached document's best passages."
+    )
+
+
+class RetrieveHitModel(HitModel):
+    mapped: MappedModel = Field(alias="hopsearch")
+
+
+class RetrieveHits(BaseModel):
+    total: Total
+    max_score: float | None
+    hits: list[RetrieveHitModel]
+
+
+class RetrieveResponse(BaseModel):
+    took: int
+    timed_out: bool
+    hits: RetrieveHits
     mode: RetrievalMode
     dense_method: Literal["knn", "script_score", "rerank", "none"]
     vector_index: str | None = Field(
@@ -189,7 +213,7 @@ class RetrieveResponse(SearchResponse):
     fusion: Fusion
     fusion_note: str | None = None
     reranked_by: str | None = None
-    legs: dict[str, list[HitModel]] | None = None
+    legs: dict[str, list[RetrieveHitModel]] | None = None
     without_vectors: int = Field(0, description="Documents of the index without a vector (dense cannot find them).")
     warning: str | None = None
     hops_note: str | None = Field(

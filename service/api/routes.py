@@ -5,7 +5,7 @@ the hot path); the pydantic models in :mod:`.models` document them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -57,10 +57,10 @@ def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = N
     }
 
 
-def retrieve_envelope(
-    index: str, result: SearchResult, took: int, shown: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
-) -> dict[str, Any]:
-    body = search_envelope(took, _hit_dicts(index, result.hits, shown))
+def retrieve_envelope(result: SearchResult, took: int, render: Callable[[Hit], dict[str, Any]]) -> dict[str, Any]:
+    """A ``_retrieve`` answer: Elasticsearch's search envelope, each hit as ``render`` makes it
+    (:meth:`~hopsearch.service.api.hit_sources.HitSources.hit`), and what the search did."""
+    body = search_envelope(took, [render(hit) for hit in result.hits])
     body["mode"] = result.mode
     body["dense_method"] = result.dense_method
     if result.vector_index:
@@ -71,7 +71,7 @@ def retrieve_envelope(
     if result.reranked_by:
         body["reranked_by"] = result.reranked_by
     if result.legs:
-        body["legs"] = {name: _hit_dicts(index, hits, shown) for name, hits in result.legs.items()}
+        body["legs"] = {name: [render(hit) for hit in hits] for name, hits in result.legs.items()}
     if result.without_vectors:
         body["without_vectors"] = result.without_vectors
         body["warning"] = without_vectors_note(result.without_vectors)
@@ -82,12 +82,6 @@ def retrieve_envelope(
     if result.hops_note:
         body["hops_note"] = result.hops_note
     return body
-
-
-def _hit_dicts(
-    index: str, hits: Sequence[Hit], shown: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
-) -> list[dict[str, Any]]:
-    return [{"_index": index, "_id": h.id, "_score": h.score, "_source": shown(h.source)} for h in hits]
 
 
 @router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})
@@ -144,8 +138,10 @@ async def run_retrieve(state: ApiState, caller: Caller, index: str, body: Retrie
     )
     [result] = await usecases.search(runtime, search)
     state.metrics.retrieval(result.mode)
+    index_name = search.scope.index
+    fields = await runtime.store.field_map(index_name)
     took = round((time.perf_counter() - started) * 1000)
-    return retrieve_envelope(search.scope.index, result, took, state.hit_sources)
+    return retrieve_envelope(result, took, lambda hit: state.hit_sources.hit(index_name, hit, fields))
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})

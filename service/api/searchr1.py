@@ -4,18 +4,22 @@ Request ``{"queries": [...], "topk": k, "return_scores": true}``; answer ``{"res
 list per query, in order. Each item is ``{"document": {"id", "contents"}, "score"}``, or the document
 alone when ``return_scores`` is false (as Search-R1's own server answers). ``contents`` is the title in
 double quotes, a newline, then the text: the layout of Search-R1's wiki corpus, which its clients split
-on the first newline. The whole batch is ONE ``_msearch`` on the passages alias (or the ``index`` the request
-names: a version, an attached index).
+on the first newline. The title and text are the hit's mapped ``title`` and ``excerpt``
+(:func:`~hopsearch.service.api.hit_sources.mapped`: what ``_retrieve`` shows under ``hopsearch``), empty
+where the field they come from is hidden from the caller. The whole batch is ONE ``_msearch`` on the
+passages alias (or the ``index`` the request names: a version, an attached index).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from hopsearch.service import usecases
+from hopsearch.service.api.hit_sources import mapped
 from hopsearch.service.api.models import MAX_K, _Request
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
@@ -53,13 +57,14 @@ class SearchR1Response(BaseModel):
     result: list[list[SearchR1Scored]] | list[list[SearchR1Document]]
 
 
-def contents(hit: Hit) -> str:
-    """Search-R1's corpus layout: ``"Title"`` on the first line, the passage text after it."""
-    return f'"{hit.title}"\n{hit.text}'
+def contents(shown: Mapping[str, str]) -> str:
+    """Search-R1's corpus layout: ``"Title"`` on the first line, the passage text after it (from a hit's
+    mapped values as the caller may see them)."""
+    return f'"{shown.get("title", "")}"\n{shown.get("excerpt", "")}'
 
 
-def result_item(hit: Hit, return_scores: bool) -> dict[str, Any]:
-    document = {"id": hit.id, "contents": contents(hit)}
+def result_item(hit: Hit, shown: Mapping[str, str], return_scores: bool) -> dict[str, Any]:
+    document = {"id": hit.id, "contents": contents(shown)}
     return {"document": document, "score": hit.score} if return_scores else document
 
 
@@ -81,5 +86,10 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     results = await usecases.search(runtime, search)
     for result in results:
         state.metrics.retrieval(result.mode)
-    rows = [[result_item(hit, body.return_scores) for hit in result.hits] for result in results]
+    fields = await runtime.store.field_map(search.scope.index)
+    sources = state.hit_sources
+    rows = [
+        [result_item(hit, mapped(hit, sources(hit.source), fields), body.return_scores) for hit in result.hits]
+        for result in results
+    ]
     return OrjsonResponse({"result": rows})

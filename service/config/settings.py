@@ -346,11 +346,13 @@ class Settings(BaseSettings):
     api_source_fields: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Source fields a `_retrieve` hit returns (dotted names, comma-separated, e.g. "
-        "`title,text,path`); empty: every field but the hidden ones.",
+        "`title,text,path`); empty: every field but the hidden ones. A field left out is left out of the "
+        "hit's `hopsearch` title, text and excerpt, `/retrieve` and MCP too.",
     )
     api_hidden_fields: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Source fields a `_retrieve` hit never returns (dotted names, comma-separated).",
+        description="Source fields a `_retrieve` hit never returns (dotted names, comma-separated), nor its "
+        "`hopsearch` title, text and excerpt, `/retrieve` or MCP.",
     )
     api_server_paths: bool = Field(
         False,

@@ -4,8 +4,8 @@ normalise: lowercase, drop punctuation, drop the articles a/an/the, collapse whi
 EM: normalised strings equal. F1: token overlap; a yes/no/noanswer prediction or gold that differs
 from the other scores 0. Acc: the normalised gold occurs in the normalised prediction. With several
 gold answers (aliases) each metric takes the best. A prediction that is
-:data:`~hopsearch.service.strategies.answer_types.NO_ANSWER` (the model's reply was not an answer) is
-not graded as one: it scores 0 on every metric, even where the gold is "no".
+:data:`~hopsearch.service.strategies.answer_types.NO_ANSWER` (the model's reply was not an answer; 「回答なし」
+for a Japanese question) is not graded as one: it scores 0 on every metric, even where the gold is "no".
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hopsearch.service.strategies.answer_types import NO_ANSWER
+from hopsearch.service.strategies.answer_types import NO_ANSWERS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = frozenset(string.punctuation)
@@ -64,8 +64,8 @@ class Scores:
 
 def score(prediction: str | None, golds: Sequence[str]) -> Scores:
     """Best EM, F1 and Acc of ``prediction`` over the gold answers; a missing prediction, or one that
-    is :data:`NO_ANSWER`, scores 0."""
-    if prediction is None or prediction == NO_ANSWER or not golds:
+    is :data:`NO_ANSWER` (or 「回答なし」), scores 0."""
+    if prediction is None or prediction in NO_ANSWERS or not golds:
         return Scores(0.0, 0.0, 0.0)
     return Scores(
         em=max(exact_match(prediction, g) for g in golds),

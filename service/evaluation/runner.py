@@ -16,7 +16,7 @@ from typing import Any
 
 from hopsearch.service.evaluation.documents import files_found
 from hopsearch.service.evaluation.metrics import score
-from hopsearch.service.strategies.answer_types import NO_ANSWER
+from hopsearch.service.strategies.answer_types import NO_ANSWERS
 from hopsearch.service.strategies.base import Answer
 
 #: Answers one question (the ask use case over a request the front end built for it).
@@ -156,7 +156,7 @@ def summarize(rows: Sequence[EvalRow]) -> dict[str, dict[str, float]]:
             "tokens_out": _mean([float(r.tokens_out) for r in group]),
             "wall_s": _mean([r.wall_s for r in group]),
             "errors": float(sum(1 for r in group if r.error)),
-            "no_answer": float(sum(1 for r in group if r.prediction == NO_ANSWER)),
+            "no_answer": float(sum(1 for r in group if r.prediction in NO_ANSWERS)),
         }
         recalls = [r.evidence_recall for r in group if r.evidence_recall is not None]
         if recalls:

@@ -24,7 +24,7 @@ from hopsearch.service.attached.checks import (
     vector_mapping,
     vector_mode,
 )
-from hopsearch.service.attached.fieldmap import Attachment, TitleKey, field_text
+from hopsearch.service.attached.fieldmap import HOPSEARCH_FIELDS, Attachment, FieldMap, TitleKey, field_text
 from hopsearch.service.errors import ConfigError, IndexMissing, StoreError
 from hopsearch.service.store.documents import Documents
 from hopsearch.service.store.esclient import body_of, call
@@ -67,6 +67,11 @@ class Attachments(IndexLifecycle, Documents, Searches):
             cache.clear()
         cache[index] = (now, found)
         return found
+
+    async def field_map(self, index: str) -> FieldMap:
+        """The fields ``index`` is read through: an attached index's field map, else hopsearch's own."""
+        attachment = await self.attachment(index)
+        return HOPSEARCH_FIELDS if attachment is None else attachment.fields
 
     async def attachments(self) -> list[Attachment]:
         """Every attached index, by name."""

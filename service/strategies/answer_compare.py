@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from hopsearch.service.llm import Completion, LLMClient, Usage
-from hopsearch.service.strategies.answer_types import NO_ANSWER, clean_answer, says_yes_or_no
+from hopsearch.service.strategies.answer_types import NO_ANSWERS, clean_answer, says_yes_or_no
 
 _SAME = re.compile(r"\bsame\s+(?P<attr>country|nationality)\b", re.IGNORECASE)
 _HEAD = re.compile(
@@ -113,7 +113,7 @@ async def compare_answer(
         reply = await llm.complete(prompt.replace(asked, sub), stop=("\n",), max_tokens=max_tokens, deadline=deadline)
         line = next((line.strip() for line in reply.text.splitlines() if line.strip()), "")
         answer = clean_answer(line, sub)
-        if answer in {"", NO_ANSWER} or says_yes_or_no(answer):  # "no" and "no" are not the same country
+        if not answer or answer in NO_ANSWERS or says_yes_or_no(answer):  # "no" and "no" are not the same country
             return None
         found[thing] = answer
         done.append(reply)

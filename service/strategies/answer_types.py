@@ -13,7 +13,8 @@
 list numbering, quotes, a copied ``[2] Title: … Text:`` or ``Context:`` prefix (or DualRAG's
 ``Passages about …: [1] <title>: …``), DeepRAG markers (``need_retrieve``, ``(yes or no)``,
 ``Follow up:``…). A reply that is still not an answer (empty, an echoed instruction, the question or
-another question copied back) becomes :data:`NO_ANSWER`, which the metrics never grade as an answer.
+another question copied back) becomes :data:`NO_ANSWER` (「回答なし」 for a Japanese question:
+:func:`no_answer`), which the metrics never grade as an answer.
 For ``choice`` and ``yes_no`` a strict match then maps the reply onto the one candidate (or yes / no,
 はい / いいえ) it names; a reply that names none or several is kept as cleaned.
 """
@@ -30,6 +31,16 @@ AnswerType = Literal["choice", "yes_no", "date", "number", "text"]
 
 #: The answer recorded when the model's reply is not an answer; never graded as one.
 NO_ANSWER = "no answer"
+#: The same for a Japanese question (the answer is in the question's language, this one too).
+JA_NO_ANSWER = "回答なし"
+#: Every form of it (what the metrics and the strategies test for).
+NO_ANSWERS = frozenset({NO_ANSWER, JA_NO_ANSWER})
+
+
+def no_answer(question: str) -> str:
+    """:data:`NO_ANSWER` in the question's language."""
+    return JA_NO_ANSWER if detect_lang(question) == "ja" else NO_ANSWER
+
 
 _WH = r"(?:who|whom|whose|which|what|where)"
 #: "Who was born first, A or B?" — head without a comma, then the two candidates.
@@ -148,7 +159,7 @@ _UNKNOWN = re.compile(
     r"^\s*(?:i\s+(?:do\s*n[o']t|cannot|can'?t)\s+(?:know|say|tell|answer)(?:\s+[\w']+){0,6}|unknown"
     r"|not\s+(?:known|mentioned|stated|given)|no\s+information(?:\s+[\w']+){0,6}"
     r"|(?:the\s+)?(?:context|passages?|text)\s+(?:does|do)\s*n[o']t\s+(?:say|mention|state)(?:\s+[\w']+){0,6})"
-    r"\s*[.!]?\s*$|^\s*(?:不明|わかりません|分かりません|わからない|分からない)[。.]?\s*$",
+    r"\s*[.!]?\s*$|^\s*(?:不明|わかりません|分かりません|わからない|分からない|回答なし)[。.]?\s*$",
     re.IGNORECASE,
 )
 #: A filler in place of an answer (whole reply): "(no)", "(none)", "N/A", "(unknown)" — the prompts' own
@@ -201,9 +212,9 @@ def is_answer(text: str, question: str) -> bool:
 
 
 def clean_answer(raw: str, question: str) -> str:
-    """``raw`` without numbering, quotes, copied prefixes and markers; :data:`NO_ANSWER` when what is
-    left is not an answer (:func:`is_answer`). An empty reply stays "" (the model wrote nothing: the CLI
-    and API say so)."""
+    """``raw`` without numbering, quotes, copied prefixes and markers; :data:`NO_ANSWER` (in the question's
+    language: :func:`no_answer`) when what is left is not an answer (:func:`is_answer`). An empty reply
+    stays "" (the model wrote nothing: the CLI and API say so)."""
     text = " ".join(raw.split())
     if not text:
         return ""
@@ -213,7 +224,7 @@ def clean_answer(raw: str, question: str) -> str:
             break
         text = stripped
     text = text.strip(" ,;:")
-    return text if is_answer(text, question) else NO_ANSWER
+    return text if is_answer(text, question) else no_answer(question)
 
 
 def says_yes_or_no(answer: str) -> bool:
@@ -225,7 +236,7 @@ def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
     """A cleaned answer fitted to ``shape``: for ``choice`` the one candidate it names (a reply naming
     both or neither is kept); for ``yes_no`` yes / no (はい / いいえ for a Japanese question) when the
     reply starts with one; other types unchanged."""
-    if answer in {NO_ANSWER, ""}:
+    if answer in NO_ANSWERS or not answer:
         return answer
     if shape.type == "choice":
         said = f" {_words(answer)} "

@@ -42,6 +42,7 @@ from hopsearch.service.requests import AskOptions
 from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, normalise_query, typed_final
+from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.traces.recorder import Citation, Decision, Step
 from hopsearch.service.types import Hit
 
@@ -67,6 +68,27 @@ Let's search the question in Wikipedia.
 Context: [1] Title: Ridley Scott Text: Sir Ridley Scott (born 30 November 1937) is an English filmmaker.
 Intermediate answer: Ridley Scott was born in 1937, Steven Spielberg in 1946.
 So the final answer is: Ridley Scott"""
+
+#: A worked example for a Japanese question: two hops over company documents (what Japanese users index),
+#: its question, follow-ups, passages and answers in Japanese, the format's markers (``Follow up:`` …, the
+#: stop strings) as they are. With the English example, the local model searched the example's own
+#: follow-up ("Who is the director of Jaws?") for a Japanese question.
+JA_DEMONSTRATIONS = """Question: 社宅の申し込みを受け付ける部署の室長は誰ですか？
+Follow up: 社宅の申し込みを受け付ける部署はどこですか？
+Let's search the question in Wikipedia.
+Context: [1] Title: 社宅の手引き Text: 社宅の申し込みは、施設管理室が受け付けます。
+Intermediate answer: 施設管理室
+Follow up: 施設管理室の室長は誰ですか？
+Let's search the question in Wikipedia.
+Context: [1] Title: 組織図 Text: 施設管理室は総務本部に属し、室長は白石　修です。
+Intermediate answer: 白石　修
+So the final answer is: 白石　修"""
+
+
+def demonstrations_for(question: str) -> str:
+    """The worked example in the question's language: :data:`JA_DEMONSTRATIONS` for a Japanese question
+    (:func:`~hopsearch.service.text.lang.detect_lang`), else :data:`DEMONSTRATIONS`."""
+    return JA_DEMONSTRATIONS if detect_lang(question) == "ja" else DEMONSTRATIONS
 
 
 def cut_query(query: str, tokens: int = QUERY_TOKENS) -> str:
