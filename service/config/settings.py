@@ -227,6 +227,13 @@ class Settings(BaseSettings):
         description="Hops of the strategies' retrievals unless a request sets one: 1 also follows the names "
         "(titles) that the question and the first-hop passages name (README, Multi-hop retrieval).",
     )
+    seed: bool | None = Field(
+        None,
+        description="Start every strategy's run with the question's own retrieval (its mode and hops), whose "
+        "passages stay in the answer's context and citations, unless a request says: true or false for all; "
+        "unset: each strategy's default (README, Strategies). Never DeepRAG's `never` policy nor "
+        "`max_retrievals` 0.",
+    )
     rerank_url: str | None = Field(
         None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."
     )

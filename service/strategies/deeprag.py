@@ -105,6 +105,10 @@ class DeepRAG(RecordedStrategy):
 
     name = "deeprag"
 
+    def seeds(self, options: AskOptions) -> bool:
+        """Never the ``never`` policy (the CoT baseline: no retrieval at all)."""
+        return options.mode != "never" and super().seeds(options)
+
     async def _generate(
         self,
         context: RunContext,
@@ -184,6 +188,12 @@ class DeepRAG(RecordedStrategy):
         cited: list[Hit] = []
         forced: str | None = None
         asked: dict[str, int] = {}  # normalised follow-up -> the depth it was first asked at
+        if context.seeded:  # the question's own retrieval, written as a searched follow-up, and its answer
+            follow = " ".join(question.split())
+            transcript += f"\n{FOLLOW_UP} {follow}\n{SEARCH_LINE}\n{context_line(context.seeded)}"
+            cited.extend(context.seeded)
+            asked[normalise_query(follow)] = 0
+            transcript, _ = await self._answer_line(context, question, transcript + INTERMEDIATE, chat, 0)
         for depth in range(1, max_depth + 1):
             generated = await self._generate(context, question, transcript, STOPS, chat)
             decision, how = decide(generated, options, context.may_retrieve())
