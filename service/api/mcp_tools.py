@@ -80,6 +80,11 @@ def _quiet_server() -> MCPServer:
 
 #: The MCP tools' ``hops``.
 HOPS_DOC = "1: also the passages the query and its first hop name (by title); 0: one hop."
+#: The MCP ``ask`` tool's ``seed``.
+SEED_DOC = (
+    "Start with the question's own retrieval, kept in the answer's context and citations "
+    "(default: the seed setting, else the strategy's own)."
+)
 
 
 def _listed(filters: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -133,6 +138,7 @@ async def _run_ask(
     filters: list[dict[str, Any]] | None,
     caller: Caller,
     hops: int | None = None,
+    seed: bool | None = None,
 ) -> dict[str, Any]:
     runtime = await state.runtime()
     request = await usecases.ask_request(
@@ -145,6 +151,7 @@ async def _run_ask(
         k=k,
         retrieval_mode=retrieval_mode,
         hops=hops,
+        seed=seed,
         fields=MCP_ASK,
     )
     answer = await state.answer(request)
@@ -219,12 +226,12 @@ def _add_ask(server: MCPServer, state: ApiState) -> None:
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         filters: Annotated[list[dict[str, Any]] | dict[str, Any] | None, Field(description=FILTERS_DOC)] = None,
         hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
+        seed: Annotated[bool | None, Field(description=SEED_DOC)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         caller = caller_of_tool(ctx)
-        return await _guarded(
-            state, _run_ask(state, question, strategy, k, retrieval_mode, index, _listed(filters), caller, hops)
-        )
+        asked = _run_ask(state, question, strategy, k, retrieval_mode, index, _listed(filters), caller, hops, seed)
+        return await _guarded(state, asked)
 
     server.add_tool(
         ask,
