@@ -26,6 +26,11 @@ decision is ``repeat`` (``decided_by`` names the depth it repeats), the repeated
 of the transcript, and the final answer is generated from what the first asking found
 (``AskOptions.repeat_guard``).
 
+Seeded (``AskOptions.seed``; never under the ``never`` policy): the question's own retrieval is written
+first as a searched follow-up — ``Follow up: <question>``, the search line, its Context (at least 5
+passages) — with its intermediate answer; the model then decides every step as without it, and asking the
+question again is a repeat.
+
 The transcript never ends with a newline, so every marker the model writes is preceded by one. With
 vLLM the transcript is the assistant turn of a chat (the question is the user turn) continued with
 ``continue_final_message``, so a DeepRAG checkpoint sees its own chat template; other servers get

@@ -20,6 +20,12 @@ stay shared. The summarizer's prompt keeps the question, as the paper gives it: 
 keeping for what it says towards the question, and the provenance check, not the prompt, is what keeps
 the asker's words from other users.
 
+With ``hops``, each keyword's search hops (the step lists the names followed, ``details.links``), and the
+titles of the linked passages it read are named to the Entity Identifier as known entities. Seeded
+(``AskOptions.seed``): the question's own passages are shown to the Reasoner and to the final answer
+("Passages found for the question"), cited, and in the lineage of every fact the run writes (they entered
+its prompts).
+
 Stopping rule: the Reasoner says no retrieval is needed (``reasoner``); 5 iterations
 (``iteration-limit``, or the budget's ``max_steps`` if lower); the retrieval budget is spent
 (``retrieval-budget``); the Entity Identifier names no entity (``no-entities``); or every keyword it

@@ -10,6 +10,9 @@ passages go to one answer call. Decomposition and HyDE can each be switched off
 (the constructor; the registry passes the ``hyde_decompose`` / ``hyde_hypothetical`` settings): without decomposition
 the question is the only sub-query; without HyDE the sub-query is searched by itself.
 
+Seeded (``AskOptions.seed``): the seed's passages (the question's own retrieval) come before the fused
+ones in the answer's context. Every list carries the request's ``hops``.
+
 Stopping rule: none to decide — a fixed pipeline of at most 1 decomposition call, 3 HyDE calls, one
 retrieval round trip and one answer call.
 """

@@ -13,6 +13,9 @@ confidence rose by less than 0.05 since the previous iteration (``no-improvement
 the assessment step's decision is ``repeat``); 5 iterations (``iteration-limit``, or the budget's
 ``max_steps`` if lower); the retrieval budget is spent (``retrieval-budget``). Then one answer call.
 The rule is the assessment step's ``decided_by`` and the final step's ``details.stop``.
+
+Seeded (``AskOptions.seed``): the seed is the first iteration's retrieval of the question (at least 5
+passages), and its passages stay among those the model reads, whatever the later iterations find.
 """
 
 from __future__ import annotations
