@@ -60,10 +60,10 @@ class Script:
 
 
 @asynccontextmanager
-async def corpus(es_node: EsNode, script: Script) -> AsyncIterator[tuple[Runtime, ScriptedLLM]]:
+async def corpus(es_node: EsNode, script: Script, **settings: Any) -> AsyncIterator[tuple[Runtime, ScriptedLLM]]:
     """A runtime over the hop corpus (a film's paragraph, the director's only a link reaches) and the model."""
     with server_for("vllm", script) as llm:
-        async with await Runtime.open(api_settings(es_node.url, llm)) as runtime:
+        async with await Runtime.open(api_settings(es_node.url, llm, **settings)) as runtime:
             try:
                 await _load(runtime.store, [*PASSAGES, LINKED], {})
                 yield runtime, llm
@@ -102,6 +102,21 @@ async def test_a_seeded_run_holds_the_questions_hop_passages_in_trace_citations_
     assert not any((s.details or {}).get("seed") for s in plain.trace.steps)
     if strategy in ("deeprag", "dualrag"):  # their models asked for no retrieval: only the seed found it
         assert "p-dreifuss" not in [c.id for c in plain.citations]
+
+
+async def test_the_four_strategies_are_seeded_by_default_and_the_setting_turns_it_off(es8_node: EsNode) -> None:
+    strategies = ("deeprag", "iterative", "hyde", "dualrag", "single")
+
+    def seeded(answer: Answer) -> bool:
+        return any((s.details or {}).get("seed") for s in answer.trace.steps)
+
+    async with corpus(es8_node, Script(), seed=None) as (runtime, _):  # HOPSEARCH_SEED unset
+        by_default = {name: seeded(await ask(runtime, name, hops=1)) for name in strategies}
+    async with corpus(es8_node, Script(), seed=False) as (runtime, _):
+        off = {name: seeded(await ask(runtime, name, hops=1)) for name in strategies}
+        asked = {name: seeded(await ask(runtime, name, hops=1, seed=True)) for name in strategies}
+    assert by_default == asked == {"deeprag": True, "iterative": True, "hyde": True, "dualrag": True, "single": False}
+    assert not any(off.values())
 
 
 async def test_never_and_a_retrieval_budget_of_0_are_never_seeded(es8_node: EsNode) -> None:

@@ -127,6 +127,9 @@ class Iterative(RecordedStrategy):
     """Retrieve, self-assess, search again until confident (or another stop rule fires), answer."""
 
     name = "iterative"
+    # Seeded by default: unseeded it found less evidence than single with hops (first 20 shared 2Wiki
+    # questions, hops 1: evidence recall 0.787 vs 0.975; seeded 0.975. README, Multi-hop retrieval).
+    seed_default = True
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
