@@ -73,6 +73,7 @@ def ask(
     few_shot: bool,
     retrieval_mode: str | None,
     hops: int | None,
+    seed: bool | None,
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
@@ -95,6 +96,7 @@ def ask(
                 demonstrations=demonstrations_for(question) if few_shot else "",
                 retrieval_mode=retrieval_mode,
                 hops=hops,
+                seed=seed,
                 key=key,
                 principals=principals,
             )

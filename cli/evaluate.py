@@ -71,6 +71,7 @@ class EvalJob:
     key: str | None = None
     principals: tuple[str, ...] = ()
     hops: int | None = None
+    seed: bool | None = None
 
 
 async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
@@ -119,6 +120,7 @@ def _asker(runtime: Runtime, job: EvalJob, caller: Caller, dataset: str) -> Ask:
             demonstrations=demonstrations_for(question) if job.few_shot else "",
             retrieval_mode=cast(RetrievalMode | None, job.retrieval_mode),
             hops=job.hops,
+            seed=job.seed,
             fields=CLI_ASK,
         )
         return await usecases.ask(runtime, request)
@@ -201,6 +203,7 @@ def answers(
     out: Path | None,
     retrieval_mode: str | None,
     hops: int | None,
+    seed: bool | None,
     as_json: bool,
     sources: tuple[str, ...],
     filters: tuple[str, ...],
@@ -228,6 +231,7 @@ def answers(
             key,
             principals,
             hops,
+            seed,
         )
         summary = asyncio.run(_run(job, console))
     except HopsearchError as exc:

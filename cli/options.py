@@ -1,6 +1,7 @@
 """The options ``ask`` and ``eval answers`` share, with the defaults of :mod:`hopsearch.service.requests`
-(declared there once): ``--strategy``, ``--index``, ``--prefix``, ``--mode``, ``--retrieval-mode``; and
-whom a command acts as (``--key``, ``--principal``: ``ask``, ``search``, ``eval``, ``traces``, ``outlines``)."""
+(declared there once): ``--strategy``, ``--index``, ``--prefix``, ``--mode``, ``--retrieval-mode``, ``--hops``,
+``--seed/--no-seed``; and whom a command acts as (``--key``, ``--principal``: ``ask``, ``search``, ``eval``,
+``traces``, ``outlines``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ ASK_OPTIONS = (
         type=click.IntRange(0, 1),
         default=None,
         help="Hops of the strategy's retrievals: 1 also follows the titles named (default: the hops setting).",
+    ),
+    click.option(
+        "--seed/--no-seed",
+        default=None,
+        help="Start with the question's own retrieval, kept in the answer's context and citations "
+        "(default: the seed setting, else the strategy's own: README, Strategies).",
     ),
 )
 

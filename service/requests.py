@@ -60,6 +60,11 @@ class AskOptions:
     retrieval_mode: RetrievalMode = "bm25"
     #: The hops of every retrieval the strategy makes (:attr:`Query.hops`).
     hops: int = 0
+    #: Start the run with the question's own retrieval (its mode and hops), whose passages stay in the
+    #: answer's context and citations: ``single`` finds nothing the strategy does not. None: the strategy's
+    #: default (:attr:`~.strategies.base.RecordedStrategy.seed_default`); never DeepRAG's ``never`` policy
+    #: nor a retrieval budget of 0.
+    seed: bool | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     budget: Budget = field(default_factory=Budget)
     #: Worked examples put before the question (for models not trained on the strategy's format).

@@ -116,6 +116,7 @@ async def ask_request(
     k: int | None = None,
     retrieval_mode: RetrievalMode | None = None,
     hops: int | None = None,
+    seed: bool | None = None,
     mode: RetrievalPolicy | None = None,
     max_depth: int | None = None,
     max_tokens: int | None = None,
@@ -141,6 +142,8 @@ async def ask_request(
     check_k(k, settings.api_max_k, fields.k)
     hops = hops if hops is not None else given.get("hops", settings.hops)
     check_hops(hops, fields.hops)
+    if seed is None:  # else the ``seed`` setting; None there too: the strategy's default
+        seed = given.get("seed") if given.get("seed") is not None else settings.seed
     scope = _scope(runtime, index, caller, filters, fields.filters, "ask")
     await runtime.store.require_passages(scope.index)
     if retrieval_mode is None:
@@ -151,6 +154,7 @@ async def ask_request(
         k=k,
         retrieval_mode=retrieval_mode,
         hops=hops,
+        seed=seed,
         max_tokens=max_tokens or given.get("max_tokens") or DEFAULT_MAX_TOKENS,
         budget=budget or given.get("budget") or Budget(),
         demonstrations=demonstrations or given.get("demonstrations") or "",

@@ -146,6 +146,7 @@ def make_settings(url: str, **overrides: object) -> Settings:
         "index_prefix": f"t{uuid.uuid4().hex[:10]}",
         "embedder": "none",
         "vector_cache_mb": 0,  # no vectors from earlier runs (a test that wants the cache names its own folder)
+        "seed": False,  # the strategies' own loops; seeded runs have their tests (test_seed_es.py)
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -141,6 +141,7 @@ def settings_for(server: ScriptedLLM | Sequence[ScriptedLLM], flavour: str = "vl
         "llm_backoff_max": 0.05,
         "llm_stop_fallback": fallback_for(flavour),
         "state_dir": Path("/nonexistent-state"),
+        "seed": False,  # the strategies' own loops; seeded runs have their tests (test_seed_es.py)
     }
     values.update(overrides)
     return load_settings(**values)

@@ -4,6 +4,7 @@ with :mod:`hopsearch.service.usecases`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hopsearch.service.access import ADMIN, Caller, Scope
@@ -53,11 +54,13 @@ def asking(
     namespace: str = "default",
     strategy: str = "deeprag",
 ) -> AskRequest:
-    """The request of ``question`` as an admin over :func:`scope_of`."""
+    """The request of ``question`` as an admin over :func:`scope_of`; unseeded unless ``options`` say (these
+    tests drive a strategy's own loop: seeded runs have their tests, ``test_seed_es.py``)."""
+    options = options or AskOptions()
     return AskRequest(
         question,
         scope_of(store, index=index, filters=filters),
         strategy=strategy,
-        options=options or AskOptions(),
+        options=replace(options, seed=False) if options.seed is None else options,
         namespace=namespace,
     )

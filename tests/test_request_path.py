@@ -175,6 +175,8 @@ async def _cli_trace(settings: Any, question: str, strategy: str, tmp_path: Path
         "HOPSEARCH_LLM_ENGINE": settings.llm_engine,
         "HOPSEARCH_STATE_DIR": str(tmp_path),
     }
+    if settings.seed is not None:  # the service's own seed setting, as the other front ends have it
+        env["HOPSEARCH_SEED"] = str(settings.seed).lower()
     args = ["ask", question, "--strategy", strategy, "--json"]
     result = await asyncio.to_thread(CliRunner().invoke, main, args, env=env)
     assert result.exit_code == 0, result.output

@@ -128,6 +128,7 @@ async def question_of(
         k=opts.k,
         retrieval_mode=opts.retrieval_mode,
         hops=opts.hops,
+        seed=opts.seed,
         mode=opts.mode,
         max_depth=opts.max_depth,
         max_tokens=opts.max_tokens,

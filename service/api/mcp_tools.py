@@ -94,6 +94,11 @@ def _quiet_server() -> MCPServer:
 
 #: The MCP tools' ``hops``.
 HOPS_DOC = "1: also the passages the query and its first hop name (by title); 0: one hop."
+#: The MCP ``ask`` tool's ``seed``.
+SEED_DOC = (
+    "Start with the question's own retrieval, kept in the answer's context and citations "
+    "(default: the seed setting, else the strategy's own)."
+)
 
 
 def _listed(filters: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -150,6 +155,7 @@ async def _run_ask(
     filters: list[dict[str, Any]] | None,
     caller: Caller,
     hops: int | None = None,
+    seed: bool | None = None,
 ) -> dict[str, Any]:
     runtime = await state.runtime()
     request = await usecases.ask_request(
@@ -162,6 +168,7 @@ async def _run_ask(
         k=k,
         retrieval_mode=retrieval_mode,
         hops=hops,
+        seed=seed,
         fields=MCP_ASK,
     )
     answer = await state.answer(request)
@@ -238,6 +245,7 @@ def _add_ask(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> N
         index: Annotated[str | None, Field(description=INDEX_DOC)] = None,
         filters: Annotated[list[dict[str, Any]] | dict[str, Any] | None, Field(description=FILTERS_DOC)] = None,
         hops: Annotated[int | None, Field(description=HOPS_DOC, ge=0, le=1)] = None,
+        seed: Annotated[bool | None, Field(description=SEED_DOC)] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         listed = _listed(filters)
@@ -245,7 +253,7 @@ def _add_ask(server: MCPServer, state: ApiState, stdio: StdioCaller | None) -> N
             state,
             ctx,
             stdio,
-            lambda caller: _run_ask(state, question, strategy, k, retrieval_mode, index, listed, caller, hops),
+            lambda caller: _run_ask(state, question, strategy, k, retrieval_mode, index, listed, caller, hops, seed),
         )
 
     server.add_tool(

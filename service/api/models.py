@@ -117,6 +117,11 @@ class AskOptionsModel(_Strict):
         "(bm25 for dualrag, hybrid for the others) where the index has vectors.",
     )
     hops: Literal[0, 1] | None = Field(None, description="Hops of each retrieval; default: the `hops` setting.")
+    seed: bool | None = Field(
+        None,
+        description="Start with the question's own retrieval, kept in the answer's context and citations; "
+        "default: the `seed` setting, else the strategy's own (README, Strategies).",
+    )
     filters: Filters = Field(default_factory=list, max_length=32, description=FILTERS_DOC)
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=MAX_ANSWER_TOKENS)
     budget: BudgetModel = Field(default_factory=lambda: BudgetModel.model_validate({}))

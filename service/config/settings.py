@@ -246,6 +246,13 @@ class Settings(BaseSettings):
         "that the question and the first-hop passages name, to the passages they title or other documents "
         "that hold them (README, Multi-hop retrieval).",
     )
+    seed: bool | None = Field(
+        None,
+        description="Start every strategy's run with the question's own retrieval (its mode and hops), whose "
+        "passages stay in the answer's context and citations, unless a request says: true or false for all; "
+        "unset: each strategy's default (README, Strategies). Never DeepRAG's `never` policy nor "
+        "`max_retrievals` 0.",
+    )
     rerank_url: str | None = Field(
         None, description="Base URL of a reranker speaking the common `/rerank` shape (vLLM, TEI, Jina, Cohere)."
     )

@@ -20,13 +20,16 @@ from typing import Any, ClassVar, Protocol
 from hopsearch.service.config.settings import DEFAULT_TIMEOUT_S
 from hopsearch.service.errors import HopsearchError, LLMTimeout, StrategyError
 from hopsearch.service.llm import LLMClient, StopFallback
-from hopsearch.service.requests import AskRequest
+from hopsearch.service.requests import AskOptions, AskRequest, default_k
 from hopsearch.service.traces.recorder import Citation, Step, Trace, TraceRecorder, TraceSink
-from hopsearch.service.types import Hit, RetrievalMode, RetrievalQuery, Retriever, Searcher, SearchResult
+from hopsearch.service.types import Hit, Link, RetrievalMode, RetrievalQuery, Retriever, Searcher, SearchResult
 
 log = logging.getLogger(__name__)
 
 _GRACE_S = 1.0
+#: The fewest passages a seed retrieval reads: as many as ``single`` reads by default, so a seeded strategy
+#: starts from at least what ``single`` finds.
+SEED_K = default_k("single")
 #: Called with each step as it is recorded (the HTTP service streams steps as Server-Sent Events).
 StepListener = Callable[[Step], None]
 
@@ -80,9 +83,20 @@ class RecordedStrategy:
     timeout_s: float = DEFAULT_TIMEOUT_S
     stop_fallback: StopFallback = "stream"
     answer_type_model: bool = False
+    #: Whether a run is seeded with the question's own retrieval where the request says neither
+    #: (``AskOptions.seed`` None): on where it measured better (README, Strategies).
+    seed_default: ClassVar[bool] = False
+
+    def seeds(self, options: AskOptions) -> bool:
+        """Whether a run with ``options`` starts with the question's own retrieval (:meth:`RunContext.seed`):
+        as the request says, else :attr:`seed_default`; never under a retrieval budget of 0."""
+        wanted = self.seed_default if options.seed is None else options.seed
+        return wanted and options.budget.max_retrievals > 0
 
     async def answer(self, request: AskRequest, *, on_step: StepListener | None = None) -> Answer:
         async def body(context: RunContext) -> tuple[str, Sequence[Citation]]:
+            if self.seeds(context.options):
+                await context.seed()
             return await self._run(context, request.question)
 
         return await run_recorded(
@@ -121,6 +135,10 @@ class RunContext:
         self.request = request
         self.options = request.options
         self.deadline = deadline
+        #: The passages of the seed retrieval (:meth:`seed`), part of the run's evidence; () when unseeded.
+        self.seeded: tuple[Hit, ...] = ()
+        #: The names the seed's hop followed to its linked passages.
+        self.seed_links: tuple[Link, ...] = ()
 
     def check_llm_budget(self, calls: int = 1) -> None:
         used = self.recorder.count("llm_calls")
@@ -132,12 +150,32 @@ class RunContext:
     def may_retrieve(self) -> bool:
         return self.recorder.count("retrievals") < self.options.budget.max_retrievals
 
+    async def seed(self) -> tuple[Hit, ...]:
+        """The question's own retrieval with the request's mode and hops, at least :data:`SEED_K` passages,
+        before the strategy's loop: a retrieve step at depth 0 marked ``details.seed``, counted in the
+        retrievals. Its passages (:attr:`seeded`) go into the strategy's answer context and citations."""
+        k = max(self.options.k, SEED_K)
+        result = await self.search(self.request.question, depth=0, k=k, seed=True)
+        if result is not None:
+            self.seeded, self.seed_links = result.hits, result.links
+        return self.seeded
+
     async def retrieve(self, query: str, *, depth: int = 0, k: int | None = None) -> tuple[Hit, ...]:
-        """One retrieval (one ``_msearch`` round trip), recorded as a step."""
+        """One retrieval (one ``_msearch`` round trip), recorded as a step; its hits."""
+        result = await self.search(query, depth=depth, k=k)
+        return result.hits if result is not None else ()
+
+    async def search(
+        self, query: str, *, depth: int = 0, k: int | None = None, seed: bool = False
+    ) -> SearchResult | None:
+        """:meth:`retrieve`'s result (``details.seed`` in the step where ``seed``)."""
         started = time.monotonic()
         request = RetrievalQuery(query, k=k or self.options.k, mode=self.options.retrieval_mode, hops=self.options.hops)
         results = await self.retriever.search_many([request])
         hits = results[0].hits if results else ()
+        details = step_details(results[0]) if results else None
+        if seed:
+            details = {**(details or {}), "seed": True}
         self.recorder.add(
             Step(
                 kind="retrieve",
@@ -147,10 +185,10 @@ class RunContext:
                 output=describe(results[0]) if results else "",
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 retrievals=1,
-                details=step_details(results[0]) if results else None,
+                details=details,
             )
         )
-        return hits
+        return results[0] if results else None
 
 
 def step_details(result: SearchResult) -> dict[str, Any] | None:
@@ -161,10 +199,39 @@ def step_details(result: SearchResult) -> dict[str, Any] | None:
     if result.without_vectors:
         details["without_vectors"] = result.without_vectors
     if result.links:
-        details["links"] = [link.shown() for link in result.links]
+        details["links"] = links_detail(result.links)
     if result.hops_note:
         details["hops_note"] = result.hops_note
     return details or None
+
+
+def links_detail(links: Sequence[Link], kept: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """The names a hop followed as a step records them (``details.links``): each name, what named it (a
+    passage id, ``question`` or the query), the linked passage; only those whose passage is in ``kept``
+    where given, each passage once."""
+    wanted = None if kept is None else set(kept)
+    seen: set[str] = set()
+    out: list[dict[str, str]] = []
+    for link in links:
+        if (wanted is not None and link.passage not in wanted) or link.passage in seen:
+            continue
+        seen.add(link.passage)
+        out.append(link.shown())
+    return out
+
+
+def with_seed(seeded: Sequence[Hit], hits: Sequence[Hit], last: int | None = None) -> list[Hit]:
+    """The seed's passages first, then those of ``hits`` not among them (each id once; the ``last`` of them
+    where given): the seed's passages are always part of a run's evidence."""
+    seen = {hit.id for hit in seeded}
+    rest: dict[str, Hit] = {}
+    for hit in hits:
+        if hit.id not in seen:
+            rest.setdefault(hit.id, hit)
+    kept = list(rest.values())
+    if last is not None:
+        kept = kept[len(kept) - last :] if last > 0 else []
+    return [*seeded, *kept]
 
 
 def describe(result: SearchResult) -> str:

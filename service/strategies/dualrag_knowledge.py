@@ -1,8 +1,8 @@
 """DualRAG's knowledge aggregation (pKA) for one step: search, merge, rerank, summarise.
 
-- :func:`gather_candidates`: every keyword of every entity in ONE ``search_many`` call (one
-  ``_msearch`` round trip on Elasticsearch), each entity's lists merged without duplicates (RRF,
-  top 50).
+- :func:`gather` (:func:`gather_candidates` without the links): every keyword of every entity in ONE
+  ``search_many`` call (one ``_msearch`` round trip on Elasticsearch; a second with a hop), each entity's
+  lists merged without duplicates (RRF, top 50); with a hop, the links that brought linked passages in.
 - :func:`rerank`: each entity's candidates ordered by embedding similarity to the entity name and
   cut to 10 (one embedding batch for the whole step); without an embedder the merged BM25 order.
 - :func:`summarize`: the Knowledge Summarizer for each entity, concurrently (``asyncio.gather``);
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from hopsearch.service.llm import Completion
 from hopsearch.service.retrieval import cosine
-from hopsearch.service.retrieval.fusion import rrf_groups
+from hopsearch.service.retrieval.fusion import rrf_groups, split
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_prompts import is_echo, is_none, summarizer_prompt
 from hopsearch.service.strategies.steps import ask_text, text_step
@@ -26,6 +26,7 @@ from hopsearch.service.types import (
     Embedder,
     FusingRetriever,
     Hit,
+    Link,
     QueryEmbedder,
     RetrievalMode,
     RetrievalQuery,
@@ -61,6 +62,42 @@ def queries_of(searches: Sequence[EntitySearch], mode: RetrievalMode, k: int, ho
     return [RetrievalQuery(keyword, k=k, mode=mode, hops=hops) for s in searches for keyword in s.keywords]
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Each entity's candidates (by entity key) and, with a hop, the links that brought linked passages in."""
+
+    hits: dict[str, list[Hit]]
+    links: dict[str, tuple[Link, ...]]
+
+
+async def gather(
+    retriever: Retriever,
+    searches: Sequence[EntitySearch],
+    *,
+    mode: RetrievalMode = "bm25",
+    k: int = RETRIEVE_K,
+    hops: int = 0,
+) -> Candidates:
+    """Each entity's candidates: all keywords of all entities in ONE round trip (two with a hop), each
+    entity's result lists fused without duplicates (RRF) and cut to ``k``; fused by the retriever where it
+    can without a hop (:class:`~hopsearch.service.types.FusingRetriever`: only the kept hits are built).
+    With a hop, each entity's links whose passage is among its candidates."""
+    groups = [queries_of([search], mode, k, hops) for search in searches]
+    if isinstance(retriever, FusingRetriever) and not hops:
+        fused = await retriever.search_fused(groups, k)
+        return Candidates({s.key: hits for s, hits in zip(searches, fused, strict=True)}, {})
+    results = await retriever.search_many([query for group in groups for query in group])
+    lengths = [len(group) for group in groups]
+    fused = rrf_groups(lengths, [result.hits for result in results], size=k)
+    linked = [[link for result in group for link in result.links] for group in split(lengths, results)]
+    hits = {s.key: found for s, found in zip(searches, fused, strict=True)}
+    links: dict[str, tuple[Link, ...]] = {}
+    for search, found, named in zip(searches, fused, linked, strict=True):
+        ids = {hit.id for hit in found}
+        links[search.key] = tuple(link for link in named if link.passage in ids)
+    return Candidates(hits, links)
+
+
 async def gather_candidates(
     retriever: Retriever,
     searches: Sequence[EntitySearch],
@@ -69,16 +106,8 @@ async def gather_candidates(
     k: int = RETRIEVE_K,
     hops: int = 0,
 ) -> dict[str, list[Hit]]:
-    """Each entity's candidates: all keywords of all entities in ONE round trip, each entity's result
-    lists fused without duplicates (RRF) and cut to ``k``; fused by the retriever where it can
-    (:class:`~hopsearch.service.types.FusingRetriever`: only the kept hits are built)."""
-    groups = [queries_of([search], mode, k, hops) for search in searches]
-    if isinstance(retriever, FusingRetriever):
-        fused = await retriever.search_fused(groups, k)
-    else:
-        results = await retriever.search_many([query for group in groups for query in group])
-        fused = rrf_groups([len(group) for group in groups], [result.hits for result in results], size=k)
-    return {search.key: hits for search, hits in zip(searches, fused, strict=True)}
+    """Each entity's candidates (:func:`gather` without the links)."""
+    return (await gather(retriever, searches, mode=mode, k=k, hops=hops)).hits
 
 
 def _passage_text(hit: Hit) -> str:

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsearch.service.errors import HopsearchError
-from hopsearch.service.outlines.entities import EntityLinker, KnownEntity
-from hopsearch.service.outlines.lineage import OutlineReader
+from hopsearch.service.outlines.entities import EntityLinker, KnownEntity, entity_key
+from hopsearch.service.outlines.lineage import OutlineReader, source
 from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact, render_outline
 from hopsearch.service.outlines.provenance import owner_readers, question_words
 from hopsearch.service.outlines.store import OutlineStore
 from hopsearch.service.strategies.base import RunContext
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch
 from hopsearch.service.traces.recorder import Citation, Step
+from hopsearch.service.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ class RunOutline:
     #: The titles and texts of the passages summarised in this run: what tells the question's own words
     #: (:func:`~hopsearch.service.outlines.provenance.question_words`) from the passages'.
     passage_texts: list[str] = field(default_factory=list)
+    #: The passages of the question's own retrieval (the seed), in the reasoner's and the answer's prompts.
+    passages: list[Hit] = field(default_factory=list)
+    #: The titles of the linked passages a hop brought in: entities the identifier is told of.
+    titles: list[str] = field(default_factory=list)
 
     @property
     def holds_private(self) -> bool:
@@ -80,10 +85,19 @@ class RunOutline:
         return render_outline([(s.entity.name, [f.summary for f in s.facts]) for s in self.sections.values()])
 
     def known(self) -> list[str]:
-        return [
+        """The entities of the outline (with their other names), then the titles a hop linked to."""
+        named = [
             s.entity.name + (f" (also: {', '.join(s.entity.aliases)})" if s.entity.aliases else "")
             for s in self.sections.values()
         ]
+        keys = {key for s in self.sections.values() for key in s.entity.key_set()}
+        return named + [title for title in self.titles if entity_key(title) not in keys]
+
+    def read(self, index: str, hits: Sequence[Hit]) -> None:
+        """Passages that enter the run's prompts outside a summary (the seed): in its lineage, and what
+        tells the question's own words from the passages' (:meth:`question_derived`)."""
+        self.lineage.update(source(index, hit.id) for hit in hits)
+        self.passage_texts.extend(f"{hit.title}\n{hit.text}" for hit in hits)
 
     def cite(self, ids: Sequence[str], titles: Sequence[str], score: float = 0.0) -> None:
         for number, doc_id in enumerate(ids):

@@ -165,12 +165,17 @@ def _outline(outline: str) -> str:
     return outline or "(nothing known yet)"
 
 
-def reasoner_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
+def _found(passages: Sequence[Hit]) -> str:
+    """The passages of the question's own retrieval (a seeded run), as a block before the outline."""
+    return f"Passages found for the question:\n{passages_block(passages)}\n\n" if passages else ""
+
+
+def reasoner_prompt(question: str, outline: str, thoughts: Sequence[str], passages: Sequence[Hit] = ()) -> str:
     return in_question_language(
         question,
         (
             "You answer a multi-hop question one reasoning step at a time.\n\n"
-            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Question: {question}\n\n{_found(passages)}Knowledge outline:\n{_outline(outline)}\n\n"
             f"Reasoning so far:\n{_thoughts(thoughts)}\n\n"
             'Write the next reasoning step as "thought". Set "need_retrieve" to true when knowledge needed '
             "for the answer is still missing from the outline, false when the outline and the reasoning "
@@ -238,11 +243,11 @@ def is_echo(summary: str, question: str) -> bool:
     return any(echo in text for echo in PROMPT_ECHOES) or (len(asked) >= 8 and asked in text)
 
 
-def answer_prompt(question: str, outline: str, thoughts: Sequence[str]) -> str:
+def answer_prompt(question: str, outline: str, thoughts: Sequence[str], passages: Sequence[Hit] = ()) -> str:
     return in_question_language(
         question,
         (
-            f"Question: {question}\n\nKnowledge outline:\n{_outline(outline)}\n\n"
+            f"Question: {question}\n\n{_found(passages)}Knowledge outline:\n{_outline(outline)}\n\n"
             f"Reasoning:\n{_thoughts(thoughts)}\n\n"
             "Answer the question with a short answer only (a name, a date, yes or no), on one line.\nAnswer:"
         ),

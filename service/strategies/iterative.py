@@ -13,6 +13,9 @@ confidence rose by less than 0.05 since the previous iteration (``no-improvement
 the assessment step's decision is ``repeat``); 5 iterations (``iteration-limit``, or the budget's
 ``max_steps`` if lower); the retrieval budget is spent (``retrieval-budget``). Then one answer call.
 The rule is the assessment step's ``decided_by`` and the final step's ``details.stop``.
+
+Seeded (``AskOptions.seed``): the seed is the first iteration's retrieval of the question (at least 5
+passages), and its passages stay among those the model reads, whatever the later iterations find.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsearch.service.errors import LLMOutputError
-from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
+from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of, with_seed
 from hopsearch.service.strategies.steps import (
     ask_json,
     context_line,
@@ -115,10 +118,18 @@ def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> s
     )
 
 
+def _kept(context: RunContext, found: Mapping[str, Hit]) -> list[Hit]:
+    """The passages the model reads: the last :data:`MAX_PASSAGES` found, the seed's always among them."""
+    return with_seed(context.seeded, list(found.values()), max(0, MAX_PASSAGES - len(context.seeded)))
+
+
 class Iterative(RecordedStrategy):
     """Retrieve, self-assess, search again until confident (or another stop rule fires), answer."""
 
     name = "iterative"
+    # Seeded by default: unseeded it found less evidence than single with hops (first 20 shared 2Wiki
+    # questions, hops 1: evidence recall 0.787 vs 0.975; seeded 0.975. README, Multi-hop retrieval).
+    seed_default = True
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         question = " ".join(question.split())
@@ -129,12 +140,16 @@ class Iterative(RecordedStrategy):
         stop = "iteration-limit"
         iteration = 0
         for iteration in range(1, limit + 1):
-            if not context.may_retrieve():
+            if iteration == 1 and context.seeded:  # the seed is the question's own retrieval: this one's
+                hits = context.seeded
+            elif not context.may_retrieve():
                 stop = "retrieval-budget"
                 break
-            for hit in await context.retrieve(asked[-1], depth=iteration):
+            else:
+                hits = await context.retrieve(asked[-1], depth=iteration)
+            for hit in hits:
                 found.setdefault(hit.id, hit)
-            shown = list(found.values())[-MAX_PASSAGES:]
+            shown = _kept(context, found)
             prompt = assess_prompt(question, shown, asked)
             reply = await ask_json(
                 context, "assess", prompt, ASSESS_SCHEMA, name="assessor", depth=iteration, max_tokens=384
@@ -161,8 +176,8 @@ class Iterative(RecordedStrategy):
             assert assessment.next_query is not None
             asked.append(assessment.next_query)
             previous = assessment.confidence
-        hits = list(found.values())[-MAX_PASSAGES:]
-        prompt = single_prompt(question, context_line(hits))
+        kept = _kept(context, found)
+        prompt = single_prompt(question, context_line(kept))
         details = {"stop": stop, "iterations": iteration, "queries": asked}
         answer = await final_answer(context, prompt, depth=iteration, decided_by=stop, details=details)
-        return answer, citations_of(hits)
+        return answer, citations_of(kept)

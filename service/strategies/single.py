@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hopsearch.service.llm import Completion, complete_until
+from hopsearch.service.requests import AskOptions
 from hopsearch.service.strategies.answer_guides import guided_answer
 from hopsearch.service.strategies.base import RecordedStrategy, RunContext, citations_of
 from hopsearch.service.strategies.steps import context_line, single_prompt, typed_final
@@ -22,6 +23,10 @@ class SingleRetrieval(RecordedStrategy):
     """Retrieve top k for the question, answer once."""
 
     name = "single"
+
+    def seeds(self, options: AskOptions) -> bool:
+        """Never: its one retrieval is the question's own (what a seed would be)."""
+        return False
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         hits = await context.retrieve(question, depth=1)
