@@ -41,7 +41,7 @@ from tests.test_hops_es import LINKED, PASSAGES, QUESTION, _load
 #: Who directed the film: its passage names the director, whose passage only the hop reaches.
 DIRECTED = "Who directed the film Baby Face Morgan?"
 LINKED_TEXT = "Frankfurt am Main"  # only in the linked passage
-LINK = {"name": "Arthur Dreifuss", "from": "p-morgan", "passage": "p-dreifuss"}
+LINK = {"name": "Arthur Dreifuss", "from": "p-morgan", "passage": "p-dreifuss", "how": "title"}
 
 
 class Script:
