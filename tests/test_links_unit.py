@@ -127,3 +127,5 @@ def test_japanese_names_are_runs_of_nouns_with_a_proper_noun_a_code_or_katakana_
     names = tokenizer().names("書記：石井 由香。防水材「アクアボンドＸ２」を北陸工場で製造。責任者は山﨑部長。")
     assert {"石井由香", "アクアボンドX2", "北陸工場", "山崎"} <= set(names)  # 﨑 folded; full width to ASCII
     assert "書記" not in names and "製造" not in names  # common nouns alone name nothing
+    for name in ("石井由香", "北陸工場", "山崎"):  # each with its words as the SudachiPy fields hold them
+        assert names[name] == tokenizer().joined(name), name

@@ -32,7 +32,7 @@ from hopsearch.service.retrieval.results import RAW_ID, hit_of, hits_of, item_re
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.store.vector_index import knn_options
-from hopsearch.service.text.japanese import Synonyms, ja_query, ja_tokens_of
+from hopsearch.service.text.japanese import TOKEN_FIELDS, TOKENS, Synonyms, ja_query, ja_tokens_of
 from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
 
 log = logging.getLogger(__name__)
@@ -286,8 +286,13 @@ class _HopPlan:
         found = links.candidates(result.query.text, result.hits, mentions=mentions)
         phrases: list[tuple[str, links.Phrase]] = []
         analysis, tokens = facts.meta.get("ja_analysis"), ja_tokens_of(facts.meta)
+        current = analysis == "sudachi" and tokens == TOKENS  # the names' own words are the fields' words
         for name in found.mentions:
-            for term in (name, *(facts.synonyms.terms_of(name) if facts.synonyms else ())):
+            if current and name in found.tokens:
+                phrases.append((name, (found.tokens[name], TOKEN_FIELDS)))
+            else:
+                phrases.append((name, links.phrase_of(name, analysis, tokens, tuple(facts.fields.searched))))
+            for term in facts.synonyms.terms_of(name) if facts.synonyms else ():
                 phrases.append((name, links.phrase_of(term, analysis, tokens, tuple(facts.fields.searched))))
         return cls(slot, result, found, tuple(phrases))
 

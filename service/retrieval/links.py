@@ -30,7 +30,6 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from hopsearch.service.attached.fieldmap import LinkKey
@@ -116,14 +115,15 @@ def title_keys(title: str) -> tuple[str, ...]:
     return (whole,) if bare == whole or not bare else (whole, bare)
 
 
-@lru_cache(maxsize=8192)
-def names_of(text: str) -> tuple[str, ...]:
-    """The names of ``text``: Japanese by SudachiPy's nouns, any other by capitalised n-grams (:func:`spans`).
-    Kept for the passages read most recently (a passage is read again by the next query that finds it)."""
-    return tuple(tokenizer().names(text) if detect_lang(text) == "ja" else spans(text))
+def names_of(text: str) -> dict[str, str | None]:
+    """The names of ``text``: Japanese by SudachiPy's nouns, each with its words as the index's SudachiPy
+    fields hold them; any other by capitalised n-grams (:func:`spans`), searched as written (``None``).
+    Nothing is kept across calls (a question is request data)."""
+    if detect_lang(text) == "ja":
+        return dict(tokenizer().names(text))
+    return dict.fromkeys(spans(text))
 
 
-@lru_cache(maxsize=8192)
 def phrase_of(name: str, analysis: str | None, tokens: int, searched: tuple[str, ...]) -> Phrase:
     """``name`` as an index searches it as a phrase: a Japanese name by the index's Japanese fields
     (``analysis``, token recipe ``tokens``: its ``_meta``'s), any other by ``searched`` as written."""
@@ -149,6 +149,8 @@ class Candidates:
 
     named_by: Mapping[str, tuple[str, ...]]
     mentions: Mapping[str, str] = field(default_factory=dict)
+    #: A Japanese mention's words as the SudachiPy fields of the current token recipe hold them.
+    tokens: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -167,15 +169,18 @@ def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS, mention
     readers += [hit for hit in hits[:namers] if hit not in readers]
     held = name_key(question)
     mentioned: dict[str, str] = {}
+    tokens: dict[str, str] = {}
     for hit in readers:
         own = title_keys(hit.title)
-        for name in names_of(hit.text):
+        for name, words in names_of(hit.text).items():
             key = name_key(name)
             if key not in own:
                 named_by.setdefault(name, []).append(hit.id)
             if mentions and key not in held and hit in hits[:namers] and len(mentioned) < MENTIONS:
                 mentioned.setdefault(name, hit.id)
-    return Candidates({name: tuple(by) for name, by in named_by.items()}, mentioned)
+                if words:
+                    tokens.setdefault(name, words)
+    return Candidates({name: tuple(by) for name, by in named_by.items()}, mentioned, tokens)
 
 
 def name_clauses(names: Sequence[str], key: LinkKey) -> list[dict[str, Any]]:

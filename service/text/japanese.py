@@ -141,21 +141,26 @@ class JapaneseTokenizer:
                 out.append(token)
         return out
 
-    def names(self, text: str, version: int = TOKENS) -> list[str]:
-        """The names ``text`` names, for the second hop: runs of nouns (with prefixes and suffixes) between
-        blanks and punctuation, each run's spans of 1–:data:`NAME_TOKENS` words that hold a proper noun
-        (固有名詞), a Latin word or a product code (``X2``, ``KZ-200``) or a katakana word; NFKC, and from
-        recipe 2 on the 異体字 folded (「山﨑」 is 「山崎」), in the order they appear."""
+    def names(self, text: str, version: int = TOKENS) -> dict[str, str]:
+        """The names ``text`` names, for the second hop, each with its words as the ``*_ja_tokens`` fields
+        hold them (space-separated: the phrase a search of the name asks): runs of nouns (with prefixes and
+        suffixes) between blanks and punctuation, each run's spans of 1–:data:`NAME_TOKENS` words that hold a
+        proper noun (固有名詞), a Latin word or a product code (``X2``, ``KZ-200``) or a katakana word; NFKC,
+        and from recipe 2 on the 異体字 folded (「山﨑」 is 「山崎」), in the order they appear."""
         text = unicodedata.normalize("NFKC", fold_variants(text) if version >= 2 else text)
         with self._lock:
             if self._sudachi is None:
                 self._load()
             morphemes = [
-                (m.surface(), tuple(m.part_of_speech()))
+                (m.surface(), m.part_of_speech())
                 for start in range(0, len(text), _PIECE)
                 for m in self._sudachi.tokenize(text[start : start + _PIECE], self._mode)
             ]
-        return list(dict.fromkeys(name for run in _noun_runs(morphemes) for name in _run_names(run)))
+        out: dict[str, str] = {}
+        for run in _noun_runs(morphemes):
+            for name, phrase in _run_names(run):
+                out.setdefault(name, phrase)
+        return out
 
     def joined(self, text: str, version: int = TOKENS) -> str:
         """The words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
@@ -188,20 +193,24 @@ def _noun_runs(morphemes: Sequence[Morpheme]) -> list[list[Morpheme]]:
     return [run for run in runs if run]
 
 
-def _run_names(run: Sequence[Morpheme]) -> list[str]:
-    """The spans of one noun run that name something: a proper noun, a Latin word, a code or katakana in
-    them; never a lone prefix or suffix at an edge, nor one character."""
-    out: list[str] = []
+def _run_names(run: Sequence[Morpheme]) -> list[tuple[str, str]]:
+    """The spans of one noun run that name something — a proper noun, a Latin word, a code or katakana in
+    them; never a lone prefix or suffix at an edge, nor one character — each with its words as tokens."""
+    named = [pos[1] == "固有名詞" or bool(_CODE.search(surface)) for surface, pos in run]
+    words = [
+        "" if pos[0] in _DROPPED_POS else unicodedata.normalize("NFKC", surface).lower().strip() for surface, pos in run
+    ]
+    out: list[tuple[str, str]] = []
     for i in range(len(run)):
+        if run[i][1][0] == "接尾辞":
+            continue
         for j in range(i + 1, min(len(run), i + NAME_TOKENS) + 1):
-            span = run[i:j]
-            if span[0][1][0] == "接尾辞" or span[-1][1][0] == "接頭辞" or span[-1][0] == "-":
+            if run[j - 1][1][0] == "接頭辞" or run[j - 1][0] == "-" or not any(named[i:j]):
                 continue
-            if not any(pos[1] == "固有名詞" or _CODE.search(surface) for surface, pos in span):
-                continue
-            name = "".join(surface for surface, _ in span)
+            name = "".join(surface for surface, _ in run[i:j])
             if len(name) >= 2 and not name.isdigit():
-                out.append(name)
+                phrase = " ".join(word for word in words[i:j] if word)
+                out.append((name, phrase))
     return out
 
 
