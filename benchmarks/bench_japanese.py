@@ -16,7 +16,8 @@ the end-to-end ``load_docs`` rate (BM25 only) of both.
     HOPSEARCH_TEST_ES8_URL=http://127.0.0.1:19208 .venv/bin/python benchmarks/bench_japanese.py
 
 ``--recall-only`` loads one index (multilingual e5 as the settings run it, int8 by default; ``HOPSEARCH_*``
-variables apply) and prints recall@1/5/10 of bm25, dense and hybrid only; ``--corpus DIR --questions FILE``
+variables apply) and prints recall@1/5/10 of bm25, dense and hybrid, each with and without one hop, and
+bm25's p50 without and with the hop; ``--corpus DIR --questions FILE``
 measures another corpus (a folder of documents and a JSON Lines file of ``question`` and ``supporting`` file
 names), e.g. the second corpus kept apart from the tests' one:
 
@@ -31,6 +32,7 @@ import asyncio
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -113,6 +115,21 @@ async def mode_recall(
     return {k: v / len(qs) for k, v in scores.items()}
 
 
+async def hop_cost(store: Store, qs: list[JaQuestion], rounds: int = 3) -> dict[int, float]:
+    """p50 ms of one bm25 question (k = 10) without and with one hop, interleaved (the first round warms)."""
+    retriever = EsRetriever(store)
+    scope = Scope(store.settings.passages_alias, ADMIN)
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for round_ in range(rounds + 1):
+        for q in qs:
+            for hops in (0, 1):
+                began = time.perf_counter()
+                await retriever.search_many(scope, [RetrievalQuery(q.question, k=10, mode="bm25", hops=hops)])
+                if round_:
+                    times[hops].append((time.perf_counter() - began) * 1000)
+    return {hops: statistics.median(values) for hops, values in times.items()}
+
+
 def english_corpus(dest: Path, like: Path) -> Path:
     """English documents in the same formats as ``like``'s, one 150-word section per Japanese passage."""
     dest.mkdir(parents=True)
@@ -183,8 +200,10 @@ async def recall_only(url: str, corpus: Path, qs: list[JaQuestion], tmp: Path) -
             for mode in ("bm25", "dense", "hybrid")
             for hops in (0, 1)
         ]
+        p50 = await hop_cost(store, qs)
     finally:
         await drop(store)
+    print(f"\nbm25, one question at a time, 3 rounds, interleaved: p50 {p50[0]:.2f} ms, with one hop {p50[1]:.2f} ms")
     print(f"\nrecall of the supporting documents, {len(qs)} questions, {corpus}")
     print("| mode | " + " | ".join(f"recall@{k}" for k in KS) + " |")
     print("| --- |" + " --- |" * len(KS))
