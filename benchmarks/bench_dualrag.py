@@ -56,7 +56,7 @@ from hopsearch.service.strategies.base import RunContext  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
     RETRIEVE_K,
     EntitySearch,
-    gather_candidates,
+    gather,
     queries_of,
     summarize,
 )
@@ -144,13 +144,13 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         ]  # 3 entities x 3 keywords
         retriever = EsRetriever(store).bind(Scope(store.settings.passages_alias, ADMIN))
         sequential = Sequential(retriever)
-        batched = await gather_candidates(retriever, searches)
-        one_by_one = await gather_candidates(sequential, searches)
+        batched = (await gather(retriever, searches)).hits
+        one_by_one = (await gather(sequential, searches)).hits
         assert {k: [h.id for h in v] for k, v in batched.items()} == {
             k: [h.id for h in v] for k, v in one_by_one.items()
         }, "the two ways must find the same passages"
         one, nine = await medians_ms(
-            [lambda: gather_candidates(retriever, searches), lambda: gather_candidates(sequential, searches)],
+            [lambda: gather(retriever, searches), lambda: gather(sequential, searches)],
             runs,
             warm=max(20, runs // 2),  # a fresh node's JIT needs a few hundred queries
         )
@@ -166,12 +166,12 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         print("  the node alone, same 9 bodies, bare aiohttp (no client library, no parsing, no merge):")
         print(f"    one _msearch {raw_one:.2f} ms, nine _search {raw_nine:.2f} ms: {raw_nine / raw_one:.2f}x")
         many = ManyOnly(retriever)
-        assert await gather_candidates(many, searches) == batched, "search_fused must give the same hits"
+        assert (await gather(many, searches)).hits == batched, "search_fused must give the same hits"
         [(ours, ours_cpu), (before, before_cpu)], node = await client_over_node(
             url,
             target,
             bodies,
-            [lambda: gather_candidates(retriever, searches), lambda: gather_candidates(many, searches)],
+            [lambda: gather(retriever, searches), lambda: gather(many, searches)],
             runs,
         )
         print("  hopsearch's step vs the node alone, interleaved in one run (same _msearch body):")
@@ -185,7 +185,7 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         )
         print(f"    load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if profile:
-            await profiled(lambda: gather_candidates(retriever, searches), runs)
+            await profiled(lambda: gather(retriever, searches), runs)
     finally:
         await store.client.indices.delete(index=f"{settings.index_prefix}-*", allow_no_indices=True)
         await store.close()

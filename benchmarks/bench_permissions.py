@@ -43,7 +43,7 @@ from hopsearch.service.access import ADMIN, Caller, Scope  # noqa: E402
 from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
-from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates  # noqa: E402
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402
 
 SHARES = {"1%": "group:one", "10%": "group:ten", "100%": "group:all"}
@@ -117,7 +117,7 @@ async def in_process(store: Store, titles: list[str], runs: int) -> None:
             n = next(cursor)
             chosen = [titles[(n + i) % len(titles)] for i in range(3)]
             searches = [EntitySearch(t.casefold(), t, (t, f"{t} director", f"{t} born")) for t in chosen]
-            return await gather_candidates(bound[name], searches)
+            return (await gather(bound[name], searches)).hits
 
         return one
 

@@ -7,7 +7,7 @@ supporting paragraphs for the very same queries.
 ROWS: the rows of ``hopsearch eval answers --out`` (one file per run; ``--prefix`` names each run's index
 prefix, in the same order: its traces and passages). For every question the trace's retrieve steps are
 run again in each mode with the product's own code — DualRAG's step as DualRAG runs it (each entity's
-keywords fused with ``gather_candidates``, reranked with ``rerank``), any other step as its queries at
+keywords fused with ``gather``, reranked with ``rerank``), any other step as its queries at
 the step's k — and the titles found are matched against the question's supporting paragraphs
 (2Wiki / HotpotQA ``supporting_facts``). Prints evidence recall per run and mode. Comparing modes on the
 same queries takes the model's run-to-run variation out: a second run of the same code writes other
@@ -28,7 +28,7 @@ from hopsearch.loaders.questions import read_questions
 from hopsearch.service.access import ADMIN, Scope
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.runtime import Runtime
-from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather, rerank
 from hopsearch.service.types import RetrievalMode, RetrievalQuery
 
 
@@ -67,7 +67,7 @@ async def replay_step(runtime: Runtime, step: dict[str, Any], mode: RetrievalMod
     if entities:  # a DualRAG step: each entity's keywords fused, reranked by the entity name
         searches = [EntitySearch(name, name, tuple(words)) for name, words in entities.items()]
         retriever = runtime.retriever.bind(Scope(runtime.settings.passages_alias, ADMIN))
-        candidates = await gather_candidates(retriever, searches, mode=mode)
+        candidates = (await gather(retriever, searches, mode=mode)).hits
         ranked = await rerank(runtime.embedder, searches, candidates)
         return {key(hit.title) for hits in ranked.values() for hit in hits}
     queries = step["queries"]

@@ -27,7 +27,7 @@ from hopsearch.service.retrieval.fusion import rrf_groups
 from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import describe
-from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather
 from hopsearch.service.types import Fusion, Hit, RetrievalQuery, SearchResult
 from tests.conftest import ES_VERSIONS, EsNode, _drop, make_settings, unavailable
 from tests.scopes import bound
@@ -293,7 +293,7 @@ def overlapping_corpus(size: int = 240) -> list[tuple[str, str, str]]:
 async def test_fused_groups_are_rrf_over_search_many(store: Store, minilm: MiniLMEmbedder) -> None:
     """``search_fused`` (RRF over the raw answer, only the kept hits built) gives exactly the hits of ``rrf``
     over ``search_many``'s lists: ids, scores, titles, texts and sources, in the same order; DualRAG's
-    ``gather_candidates`` gives the same candidates through either."""
+    ``gather`` gives the same candidates through either."""
     await load(store, None, overlapping_corpus())
     retriever = bound(store)
     names = ["Lethal Weapon", "Richard Donner", "Jaws Spielberg"]
@@ -310,7 +310,7 @@ async def test_fused_groups_are_rrf_over_search_many(store: Store, minilm: MiniL
         fused, expected = await both(retriever, size)
         assert fused == expected and [len(h) for h in fused][:3] == [size] * 3 and fused[3] == []
     assert len({h.id for r in await retriever.search_many(groups[0]) for h in r.hits}) > 50  # lists differ
-    assert (await gather_candidates(retriever, searches)) == (await gather_candidates(ManyOnly(retriever), searches))
+    assert (await gather(retriever, searches)).hits == (await gather(ManyOnly(retriever), searches)).hits
     fused, expected = await both(bound(store, filters=[{"term": {"doc_id": "c7"}}]), 50)  # an _ask request's filters
     assert fused == expected and {h.id for hits in fused for h in hits} == {"c7"}
     narrowed = bound(store, filters=[{"terms": {"doc_id": ["c1", "c2", "c5"]}}])

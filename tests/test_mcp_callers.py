@@ -13,6 +13,9 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.service.auth.keys import KeyStore, NewKey
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings, dead_url
 from tests.conftest import EsNode
@@ -96,55 +100,58 @@ async def _admin_dualrag_trace(url: str, alias: str) -> str:
     return trace_id
 
 
-async def test_the_readme_agent_configuration_reads_as_the_employee(es8_node: EsNode, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class _Employee:
+    settings: Settings
+    secret: str  # the employee's key, reading as ``public``
+    url: str  # a ``hopsearch serve`` over the corpus
+    admins_trace: str
+
+
+@asynccontextmanager
+async def _employee(node_url: str, tmp_path: Path, key: str) -> AsyncIterator[_Employee]:
+    """The permissions corpus under a fresh prefix, a key named ``key`` that reads as ``public``, a ``hopsearch serve``
+    (up while the caller runs) and an admin's DualRAG trace asked through it; the prefix's indices deleted after."""
     with server_for("vllm", EchoModel()) as llm:
-        settings = api_settings(es8_node.url, llm)
+        settings = api_settings(node_url, llm)
         async with await Runtime.open(settings) as runtime:
             try:
                 await load_corpus(runtime.store, tmp_path)
-                env = scripted_service(es8_node.url, settings.index_prefix, llm.base_url)
+                secret, _ = await KeyStore.of(runtime.store).create(NewKey(key, ["public"]))
+                env = scripted_service(node_url, settings.index_prefix, llm.base_url)
                 with hopsearch_serve(env, tmp_path / "serve.log") as served:
-                    admins_trace = await _admin_dualrag_trace(served.url, settings.passages_alias)
-                    secret, _ = await KeyStore.of(runtime.store).create(NewKey("employee-agent", ["public"]))
-                    written = readme_agent_config().replace("http://HOST:9280", served.url)
-                    server = json.loads(written.replace("EMPLOYEE_KEY", secret))["mcpServers"]["hopsearch"]
-                    assert server["type"] == "http" and "command" not in server
-                    keyed = httpx2.AsyncClient(headers=server["headers"], timeout=60)
-                    async with keyed, Client(streamable_http_client(server["url"], http_client=keyed)) as client:
-                        texts = await _tool_texts(client, admins_trace)
+                    trace = await _admin_dualrag_trace(served.url, settings.passages_alias)
+                    yield _Employee(settings, secret, served.url, trace)
             finally:
                 await runtime.store.client.indices.delete(
                     index=f"{settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
                 )
+
+
+async def test_the_readme_agent_configuration_reads_as_the_employee(es8_node: EsNode, tmp_path: Path) -> None:
+    async with _employee(es8_node.url, tmp_path, "employee-agent") as employee:
+        written = readme_agent_config().replace("http://HOST:9280", employee.url)
+        server = json.loads(written.replace("EMPLOYEE_KEY", employee.secret))["mcpServers"]["hopsearch"]
+        assert server["type"] == "http" and "command" not in server
+        keyed = httpx2.AsyncClient(headers=server["headers"], timeout=60)
+        async with keyed, Client(streamable_http_client(server["url"], http_client=keyed)) as client:
+            texts = await _tool_texts(client, employee.admins_trace)
     assert _problems(texts, "public") == []
     assert "PUBLIC-MARKER-1" in found_markers(texts["search"])  # the employee reads what it may
     assert '"error": true' in texts["admin's trace"] and "not found" in texts["admin's trace"]
 
 
 async def test_stdio_with_a_key_acts_as_it_and_stops_once_it_is_revoked(es8_node: EsNode, tmp_path: Path) -> None:
-    with server_for("vllm", EchoModel()) as llm:
-        settings = api_settings(es8_node.url, llm)
-        async with await Runtime.open(settings) as runtime:
-            try:
-                await load_corpus(runtime.store, tmp_path)
-                keys = KeyStore.of(runtime.store)
-                secret, _ = await keys.create(NewKey("laptop-agent", ["public"]))
-                env = {**env_of(settings), "HOPSEARCH_MCP_KEY": secret}
-                admin_env = scripted_service(es8_node.url, settings.index_prefix, llm.base_url)
-                with hopsearch_serve(admin_env, tmp_path / "serve.log") as served:
-                    admins_trace = await _admin_dualrag_trace(served.url, settings.passages_alias)
-                params = StdioServerParameters(command=SCRIPT, args=["mcp"], env=env)
-                with (tmp_path / "stderr.log").open("w") as errlog:
-                    async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
-                        texts = await _tool_texts(client, admins_trace)
-                        revoked = await _run(["keys", "revoke", "laptop-agent"], env)
-                        await asyncio.sleep(1.0)  # the key's lookup is reused at most 0.9 s
-                        after = await client.call_tool("search", {"query": QUERY, "k": 10})
-                refused = await _run(["mcp"], env)  # a revoked key at start: no server
-            finally:
-                await runtime.store.client.indices.delete(
-                    index=f"{settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
-                )
+    async with _employee(es8_node.url, tmp_path, "laptop-agent") as employee:
+        env = {**env_of(employee.settings), "HOPSEARCH_MCP_KEY": employee.secret}
+        params = StdioServerParameters(command=SCRIPT, args=["mcp"], env=env)
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
+                texts = await _tool_texts(client, employee.admins_trace)
+                revoked = await _run(["keys", "revoke", "laptop-agent"], env)
+                await asyncio.sleep(1.0)  # the key's lookup is reused at most 0.9 s
+                after = await client.call_tool("search", {"query": QUERY, "k": 10})
+        refused = await _run(["mcp"], env)  # a revoked key at start: no server
     assert _problems(texts, "public") == []
     assert "PUBLIC-MARKER-1" in found_markers(texts["search"])
     assert '"error": true' in texts["admin's trace"] and '"error": false' in texts["own trace single"]

@@ -10,7 +10,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions, HyDE, Iterative
-from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather_candidates, rerank
+from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather, rerank
 from hopsearch.service.traces.recorder import ElasticsearchTraceSink
 from hopsearch.service.types import Hit
 from tests.conftest import EsNode, make_settings
@@ -81,7 +81,7 @@ async def test_iterative_over_elasticsearch(store: Store) -> None:
 async def test_dualrag_reranks_against_the_entity(store: Store, minilm: MiniLMEmbedder) -> None:
     await load(store, None)
     searches = [EntitySearch("mark robson", "Mark Robson", ("Seventh Victim 1943 horror", "directed by Mark Robson"))]
-    candidates = await gather_candidates(bound(store), searches)
+    candidates = (await gather(bound(store), searches)).hits
     assert len(candidates["mark robson"]) >= 3 and candidates["mark robson"][0].id == "p2"  # BM25 + RRF order
     by_order = await rerank(None, searches, candidates, top=2)
     by_entity = await rerank(minilm, searches, candidates, top=2)

@@ -1,8 +1,8 @@
 """DualRAG's knowledge aggregation (pKA) for one step: search, merge, rerank, summarise.
 
-- :func:`gather` (:func:`gather_candidates` without the links): every keyword of every entity in ONE
-  ``search_many`` call (one ``_msearch`` round trip on Elasticsearch; a second with a hop), each entity's
-  lists merged without duplicates (RRF, top 50); with a hop, the links that brought linked passages in.
+- :func:`gather`: every keyword of every entity in ONE ``search_many`` call (one ``_msearch`` round trip
+  on Elasticsearch; a second with a hop), each entity's lists merged without duplicates (RRF, top 50);
+  with a hop, the links that brought linked passages in.
 - :func:`rerank`: each entity's candidates ordered by embedding similarity to the entity name and
   cut to 10 (one embedding batch for the whole step); without an embedder the merged BM25 order.
 - :func:`summarize`: the Knowledge Summarizer for each entity, concurrently (``asyncio.gather``);
@@ -96,18 +96,6 @@ async def gather(
         ids = {hit.id for hit in found}
         links[search.key] = tuple(link for link in named if link.passage in ids)
     return Candidates(hits, links)
-
-
-async def gather_candidates(
-    retriever: Retriever,
-    searches: Sequence[EntitySearch],
-    *,
-    mode: RetrievalMode = "bm25",
-    k: int = RETRIEVE_K,
-    hops: int = 0,
-) -> dict[str, list[Hit]]:
-    """Each entity's candidates (:func:`gather` without the links)."""
-    return (await gather(retriever, searches, mode=mode, k=k, hops=hops)).hits
 
 
 def _passage_text(hit: Hit) -> str:
