@@ -131,6 +131,10 @@ class HitSources:
             _drop(shown, dotted)
         return _pick(shown, self.fields) if self.fields else shown
 
+    def mapped(self, hit: Hit, fields: FieldMap) -> dict[str, str]:
+        """:func:`mapped` of ``hit`` as the caller is shown its ``_source`` (MCP ``search``, Search-R1)."""
+        return mapped(hit, self(hit.source), fields)
+
     def hit(self, index: str, hit: Hit, fields: FieldMap) -> dict[str, Any]:
         """``hit`` as an API hit: Elasticsearch's envelope and the :data:`MAPPED` key beside ``_source``."""
         source = self(hit.source)

@@ -20,7 +20,6 @@ from pydantic import Field
 
 from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
-from hopsearch.service.api.hit_sources import mapped
 from hopsearch.service.api.routes import VERSION
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
@@ -134,7 +133,7 @@ async def _run_search(
     [result] = await usecases.search(runtime, search)
     state.metrics.retrieval(result.mode)
     fields = await runtime.store.field_map(search.scope.index)
-    hits = [{"id": h.id, "score": h.score, **mapped(h, state.hit_sources(h.source), fields)} for h in result.hits]
+    hits = [{"id": h.id, "score": h.score, **state.hit_sources.mapped(h, fields)} for h in result.hits]
     found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
     if result.vector_index:
         found["vector_index"] = result.vector_index

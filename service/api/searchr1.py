@@ -19,7 +19,6 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from hopsearch.service import usecases
-from hopsearch.service.api.hit_sources import mapped
 from hopsearch.service.api.models import MAX_K, _Request
 from hopsearch.service.api.responses import OrjsonResponse
 from hopsearch.service.api.routes import state_of
@@ -87,9 +86,6 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     for result in results:
         state.metrics.retrieval(result.mode)
     fields = await runtime.store.field_map(search.scope.index)
-    sources = state.hit_sources
-    rows = [
-        [result_item(hit, mapped(hit, sources(hit.source), fields), body.return_scores) for hit in result.hits]
-        for result in results
-    ]
+    shown = state.hit_sources.mapped
+    rows = [[result_item(hit, shown(hit, fields), body.return_scores) for hit in result.hits] for result in results]
     return OrjsonResponse({"result": rows})

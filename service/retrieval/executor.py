@@ -285,15 +285,16 @@ class _HopPlan:
         mentions = facts.attachment is None and links.repeats(result.hits, result.query.k)
         found = links.candidates(result.query.text, result.hits, mentions=mentions)
         phrases: list[tuple[str, links.Phrase]] = []
-        analysis, tokens = facts.meta.get("ja_analysis"), ja_tokens_of(facts.meta)
-        current = analysis == "sudachi" and tokens == TOKENS  # the names' own words are the fields' words
+        searched = tuple(facts.fields.searched)
+        # the names' own words are the fields' words where the index holds SudachiPy tokens of this recipe
+        current = facts.meta.get("ja_analysis") == "sudachi" and ja_tokens_of(facts.meta) == TOKENS
         for name in found.mentions:
             if current and name in found.tokens:
                 phrases.append((name, (found.tokens[name], TOKEN_FIELDS)))
             else:
-                phrases.append((name, links.phrase_of(name, analysis, tokens, tuple(facts.fields.searched))))
+                phrases.append((name, links.phrase_of(name, facts.meta, searched)))
             for term in facts.synonyms.terms_of(name) if facts.synonyms else ():
-                phrases.append((name, links.phrase_of(term, analysis, tokens, tuple(facts.fields.searched))))
+                phrases.append((name, links.phrase_of(term, facts.meta, searched)))
         return cls(slot, result, found, tuple(phrases))
 
 

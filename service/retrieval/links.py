@@ -124,10 +124,10 @@ def names_of(text: str) -> dict[str, str | None]:
     return dict.fromkeys(spans(text))
 
 
-def phrase_of(name: str, analysis: str | None, tokens: int, searched: tuple[str, ...]) -> Phrase:
-    """``name`` as an index searches it as a phrase: a Japanese name by the index's Japanese fields
-    (``analysis``, token recipe ``tokens``: its ``_meta``'s), any other by ``searched`` as written."""
-    ja = ja_query(name, {"ja_analysis": analysis, "ja_tokens": tokens})
+def phrase_of(name: str, meta: Mapping[str, Any], searched: tuple[str, ...]) -> Phrase:
+    """``name`` as an index searches it as a phrase: a Japanese name by the index's Japanese fields (its
+    ``_meta``: :func:`~hopsearch.service.text.japanese.ja_query`), any other by ``searched`` as written."""
+    ja = ja_query(name, meta)
     return ja if ja is not None else (name, searched)
 
 

@@ -207,7 +207,8 @@ class DualRAG(RecordedStrategy):
                 details=details,
             )
         )
-        self._learn_titles(run, [link for link in linked if link.passage in set(hit_ids)])
+        kept = set(hit_ids)
+        self._learn_titles(run, [link for link in linked if link.passage in kept])
         jobs = []
         for search in searches:
             section = run.sections[search.key]
