@@ -47,10 +47,10 @@ from hopsearch.cli.local.llm_server import server_command  # noqa: E402
 from hopsearch.loaders.api import ensure_qa_contexts  # noqa: E402
 from hopsearch.loaders.questions import QARecord, read_questions  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
+from hopsearch.service.app.runtime import Runtime  # noqa: E402
 from hopsearch.service.config.settings import Settings, load_settings  # noqa: E402
 from hopsearch.service.evaluation.metrics import score  # noqa: E402
 from hopsearch.service.requests import AskRequest  # noqa: E402
-from hopsearch.service.runtime import Runtime  # noqa: E402
 from hopsearch.service.strategies import AskOptions, depth_for  # noqa: E402
 from hopsearch.service.strategies.deeprag import DEMONSTRATIONS  # noqa: E402
 

@@ -23,12 +23,12 @@ import time
 import uuid
 from typing import Any
 
-from hopsearch.service import usecases
 from hopsearch.service.access import Caller
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.attached.fieldmap import Attachment, field_map
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 
 WORDS = [
     "policy",

@@ -18,11 +18,11 @@ import statistics
 import time
 import uuid
 
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 
 FIRST = ["Anna", "Boris", "Clara", "David", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas", "Karla", "Liam"]
 LAST = ["Berg", "Costa", "Dorn", "Ehrlich", "Falk", "Gruber", "Hahn", "Imhof", "Jansen", "Kraus", "Lang", "Moser"]

@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests
 
 from hopsearch.loaders.api import load_jsonl  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
-from hopsearch.service import usecases  # noqa: E402
 from hopsearch.service.access import ADMIN, Caller  # noqa: E402
+from hopsearch.service.app import usecases  # noqa: E402
+from hopsearch.service.app.runtime import Runtime  # noqa: E402
 from hopsearch.service.outlines.lineage import OutlineReader, split_source  # noqa: E402
 from hopsearch.service.outlines.store import EsOutlineStore  # noqa: E402
-from hopsearch.service.runtime import Runtime  # noqa: E402
 from tests.dual_fixtures import entities, reason, role_of  # noqa: E402
 from tests.llm_fixtures import server_for, settings_for  # noqa: E402
 from tests.scripted_llm import ScriptRequest  # noqa: E402

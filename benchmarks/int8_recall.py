@@ -31,10 +31,10 @@ from hopsearch.loaders.docs import load_docs  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.questions import read_questions  # noqa: E402
 from hopsearch.service.access import ADMIN, Scope  # noqa: E402
+from hopsearch.service.app.runtime import Runtime  # noqa: E402
 from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.evaluation.recall import evaluate_mode  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
-from hopsearch.service.runtime import Runtime  # noqa: E402
 from hopsearch.service.types import RetrievalQuery, SearchResult  # noqa: E402
 from tests.ja_corpus import build_corpus, questions  # noqa: E402
 

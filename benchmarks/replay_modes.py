@@ -26,8 +26,8 @@ from typing import Any, cast
 
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.access import ADMIN, Scope
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import load_settings
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather, rerank
 from hopsearch.service.types import RetrievalMode, RetrievalQuery
 

@@ -16,17 +16,17 @@ from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.local.esnode import find_java
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import answer_text, echo_json, print_answer
-from hopsearch.service import usecases
+from hopsearch.service.app import usecases
+from hopsearch.service.app.health import LlmProbe, probe_llm
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.embedders import embedder_for_id, make_embedder
 from hopsearch.service.errors import HopsearchError, IndexMissing, NotFound
-from hopsearch.service.health import LlmProbe, probe_llm
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import purge as outline_purge
 from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
 from hopsearch.service.retrieval import without_vectors_note
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
@@ -108,7 +108,7 @@ def search(
         async with await Runtime.open(load_settings()) as runtime:
             wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank, hops=hops)
             caller = await cli_caller(runtime.store, key, principals)
-            request = usecases.search_request(
+            request = await usecases.search_request(
                 runtime, [wanted], caller=caller, index=index, filters=clauses, fields=CLI_SEARCH
             )
             [result] = await usecases.search(runtime, request)
@@ -120,18 +120,7 @@ def search(
         raise _fail(exc) from exc
     if as_json:
         hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
-        how: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "fusion": result.fusion}
-        if result.fusion_note:
-            how["fusion_note"] = result.fusion_note
-        if result.reranked_by:
-            how["reranked_by"] = result.reranked_by
-        if result.without_vectors:
-            how["without_vectors"] = result.without_vectors
-        if result.index_note:
-            how["index_note"] = result.index_note
-        if result.hops_note:
-            how["hops_note"] = result.hops_note
-        echo_json({**how, "hits": hits})
+        echo_json({**result.notes(), "hits": hits})
         return
     if result.without_vectors:
         click.echo(f"warning: {without_vectors_note(result.without_vectors)}", err=True)

@@ -15,12 +15,12 @@ from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import ApiError, HopsearchError
 
 if TYPE_CHECKING:
-    from hopsearch.service.api.mcp_tools import StdioCaller
+    from hopsearch.service.api.mcp.tools import StdioCaller
 
 
 async def serve_stdio() -> None:
-    from hopsearch.service.api.mcp_stdio import stdio_caller
-    from hopsearch.service.api.mcp_tools import build_server
+    from hopsearch.service.api.mcp.stdio import stdio_caller
+    from hopsearch.service.api.mcp.tools import build_server
     from hopsearch.service.api.state import ApiState
 
     state = ApiState(load_settings())
@@ -34,7 +34,7 @@ async def serve_stdio() -> None:
 
 async def _note(acting: StdioCaller | None) -> str:
     """Whom the tools act as, said once at start; a key refused now stops the command (exit 1)."""
-    from hopsearch.service.api.mcp_stdio import ADMIN_NOTE, acting_note
+    from hopsearch.service.api.mcp.stdio import ADMIN_NOTE, acting_note
 
     if acting is None:
         return ADMIN_NOTE

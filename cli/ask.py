@@ -12,11 +12,11 @@ from rich.console import Console
 from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.cli.render import answer_text, ask_head, echo_json, steps_table, totals_lines
-from hopsearch.service import usecases
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer
 from hopsearch.service.strategies.deeprag import demonstrations_for
 
@@ -36,7 +36,7 @@ async def ask_question(
     configured LLM, as an admin (or as the stored key ``key``, or a non-admin of ``principals``). A passages
     index that does not exist is an error; nothing is created for it (the outlines and traces indices under
     the prefix are, where missing). ``given``: the request's other parts as
-    :func:`~hopsearch.service.usecases.ask_request` takes them (None: its default)."""
+    :func:`~hopsearch.service.app.usecases.ask_request` takes them (None: its default)."""
     async with await Runtime.open(settings) as runtime:
         request = await usecases.ask_request(
             runtime,

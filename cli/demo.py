@@ -22,12 +22,12 @@ from hopsearch.cli.local import esnode, llm_server
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import read_questions
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.requests import CLI_ASK
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies.deeprag import demonstrations_for
 
 DEMO_DEPTH = 4

@@ -19,13 +19,13 @@ from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
-from hopsearch.service import usecases
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, IndexMissing, InputError
 from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.recall import GoldItem, evaluate_mode, query_of, row_name, trace_recall
 from hopsearch.service.requests import CLI_SEARCH, Query
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.types import SearchResult
 
 
@@ -120,7 +120,7 @@ async def _run(
         caller = await cli_caller(runtime.store, *caller_as)
 
         async def search(queries: Sequence[Query]) -> list[SearchResult]:
-            request = usecases.search_request(runtime, queries, caller=caller, fields=CLI_SEARCH)
+            request = await usecases.search_request(runtime, queries, caller=caller, fields=CLI_SEARCH)
             return await usecases.search(runtime, request)
 
         for spec in modes:

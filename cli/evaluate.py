@@ -27,14 +27,14 @@ from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
 from hopsearch.loaders.questions import QARecord, read_questions
-from hopsearch.service import usecases
 from hopsearch.service.access import Caller
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import ConfigError, HopsearchError
 from hopsearch.service.evaluation.documents import file_passages
 from hopsearch.service.evaluation.runner import Ask, EvalItem, EvalRow, run_eval, summarize
 from hopsearch.service.requests import CLI_ASK, RetrievalPolicy
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer, depth_for
 from hopsearch.service.strategies.deeprag import demonstrations_for
 from hopsearch.service.types import RetrievalMode

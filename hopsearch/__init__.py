@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hopsearch.loaders.api import LoadKind, load_docs, load_dpr, load_jsonl, load_qa_contexts
     from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
+    from hopsearch.service.app.runtime import STRATEGIES, Runtime
     from hopsearch.service.config.settings import Settings, load_settings
     from hopsearch.service.errors import HopsearchError
-    from hopsearch.service.runtime import STRATEGIES, Runtime
     from hopsearch.service.strategies import Answer, AskOptions, Budget
     from hopsearch.service.traces.recorder import Citation, Trace
     from hopsearch.service.types import Hit, RetrievalQuery, SearchResult
@@ -54,8 +54,8 @@ _WHERE = {
     "LoadOptions": "hopsearch.loaders.model",
     "LoadReport": "hopsearch.loaders.model",
     "RetrievalQuery": "hopsearch.service.types",
-    "Runtime": "hopsearch.service.runtime",
-    "STRATEGIES": "hopsearch.service.runtime",
+    "Runtime": "hopsearch.service.app.runtime",
+    "STRATEGIES": "hopsearch.service.app.runtime",
     "SearchResult": "hopsearch.service.types",
     "Settings": "hopsearch.service.config.settings",
     "Trace": "hopsearch.service.traces.recorder",
@@ -109,8 +109,8 @@ async def open_runtime(settings: Settings | None = None, **overrides: Any) -> Ru
     """Connect to Elasticsearch and the LLM server: a :class:`Runtime` to ``ask``, ``search`` and load
     with (close it with ``await runtime.close()`` or use it as ``async with``). Without ``settings``
     they are read from ``HOPSEARCH_*`` variables, with ``overrides`` (``es_url=[…]``, ``llm_model=…``)."""
+    from hopsearch.service.app.runtime import Runtime
     from hopsearch.service.config.settings import load_settings
-    from hopsearch.service.runtime import Runtime
 
     return await Runtime.open(settings or load_settings(**overrides))
 

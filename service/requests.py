@@ -4,8 +4,8 @@ defaults, declared here once, and the checks every front end's input goes throug
 A request carries everything that decides its answer: who asks and what it reads (the
 :class:`~hopsearch.service.access.Scope`: index, validated filters, caller), the outline namespace, the
 retrieval mode, k, the strategy's options and its time limit. Front ends (HTTP, MCP, CLI, eval) build one
-with :func:`hopsearch.service.usecases.ask_request` / :func:`~hopsearch.service.usecases.search_request`
-and call :func:`~hopsearch.service.usecases.ask` / :func:`~hopsearch.service.usecases.search` with it.
+with :func:`hopsearch.service.app.usecases.ask_request` / :func:`~hopsearch.service.app.usecases.search_request`
+and call :func:`~hopsearch.service.app.usecases.ask` / :func:`~hopsearch.service.app.usecases.search` with it.
 """
 
 from __future__ import annotations

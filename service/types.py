@@ -113,6 +113,23 @@ class SearchResult:
     #: hops only: why the index searched one hop (an attached index without a keyword field of its titles).
     hops_note: str = ""
 
+    def notes(self) -> dict[str, Any]:
+        """Return what the search did beside its hits, as every front end shows it.
+
+        The mode, dense method and fusion always; the other notes only where they say something.
+        """
+        notes: dict[str, Any] = {"mode": self.mode, "dense_method": self.dense_method, "fusion": self.fusion}
+        optional = {
+            "vector_index": self.vector_index,
+            "fusion_note": self.fusion_note,
+            "reranked_by": self.reranked_by,
+            "without_vectors": self.without_vectors,
+            "index_note": self.index_note,
+            "links": [link.shown() for link in self.links],
+            "hops_note": self.hops_note,
+        }
+        return notes | {name: value for name, value in optional.items() if value}
+
 
 class Retriever(Protocol):
     """Anything that answers a batch of queries in one round trip, over one scope (a strategy's run reads

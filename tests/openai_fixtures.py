@@ -12,8 +12,8 @@ import httpx
 import openai
 
 from hopsearch.service.api import create_app
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings
-from hopsearch.service.runtime import Runtime
 from tests.api_fixtures import API_KEY, MODEL, api_settings, load_passages, uvicorn_serving_async
 from tests.llm_fixtures import server_for
 from tests.scripted_llm import ScriptedLLM

@@ -1,5 +1,5 @@
 """Requests and scopes for tests that drive strategies and retrievers directly (front ends build theirs
-with :mod:`hopsearch.service.usecases`)."""
+with :mod:`hopsearch.service.app.usecases`)."""
 
 from __future__ import annotations
 

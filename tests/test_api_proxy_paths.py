@@ -17,8 +17,8 @@ import elasticsearch
 import httpx
 import pytest
 
-from hopsearch.service.api.middleware.espath import parse_request
-from hopsearch.service.api.middleware.proxy import AllowList
+from hopsearch.service.api.proxy.espath import parse_request
+from hopsearch.service.api.proxy.forwarder import AllowList
 from hopsearch.service.errors import ConfigError
 from tests.api_fixtures import API_KEY
 from tests.conftest import EsNode

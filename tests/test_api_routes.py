@@ -324,7 +324,7 @@ async def test_errors_are_elasticsearch_style_everywhere(es8_node: EsNode) -> No
 
 
 async def test_every_registered_strategy_answers_over_http(es8_node: EsNode) -> None:
-    from hopsearch.service.runtime import STRATEGIES
+    from hopsearch.service.app.runtime import STRATEGIES
 
     async with serving(es8_node.url, script=any_strategy_model) as api:
         for name in STRATEGIES:

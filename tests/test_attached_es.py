@@ -22,7 +22,7 @@ from mcp import Client
 from hopsearch.cli.main import main
 from hopsearch.service.access import Caller
 from hopsearch.service.api import create_app
-from hopsearch.service.api.mcp_tools import build_server
+from hopsearch.service.api.mcp.tools import build_server
 from hopsearch.service.api.state import ApiState
 from tests.api_fixtures import API_KEY, api_settings
 from tests.attached_corpus import (

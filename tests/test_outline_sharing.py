@@ -30,10 +30,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.loaders.api import load_jsonl
 from hopsearch.loaders.model import LoadOptions
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api import create_app
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.strategies import Answer
 from tests.api_fixtures import API_KEY, Api, serving, uvicorn_serving_async
 from tests.callers import as_caller

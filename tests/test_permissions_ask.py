@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from hopsearch.service import usecases
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.traces import reads as trace_reads
 from tests.api_fixtures import api_settings, instance_of
 from tests.conftest import EsNode

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from hopsearch.cli.main import main
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.model import LoadOptions
-from hopsearch.service import usecases
 from hopsearch.service.access import Caller
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.errors import InputError
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from tests.conftest import EsNode, make_settings
 from tests.vector_readback import held_vectors
@@ -191,7 +191,7 @@ async def test_an_acl_change_resends_whole_documents_without_embedding_them_agai
             # dense search finds the re-sent chunks, for the callers now allowed
             staff = Caller.of(["group:staff"], subject="sam")
             query = Query("HR guide travel policy", k=20, mode="dense")
-            [found] = await usecases.search(runtime, usecases.search_request(runtime, [query], caller=staff))
+            [found] = await usecases.search(runtime, await usecases.search_request(runtime, [query], caller=staff))
             assert {str(root / "hr" / "x.md"), str(root / "hr" / "pay-2024.md")} <= {
                 h.source.get("path") for h in found.hits
             }

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from hopsearch.loaders.upgrade import upgrade_index
-from hopsearch.service import usecases
 from hopsearch.service.access import Scope
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.requests import Query
 from hopsearch.service.retrieval.readers import passages_by_id
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store.indices import IN_PLACE_VERSION
 from hopsearch.service.types import RetrievalQuery
 from tests.conftest import EsNode, make_settings
@@ -68,7 +68,7 @@ async def test_every_mode_and_fusion_returns_only_what_each_caller_may_read(
         await runtime.store.put_document(index, "hr-novector", body, refresh=True)
         problems: list[str] = []
         for name, caller in CALLERS.items():
-            request = usecases.search_request(runtime, QUERIES, caller=caller)  # ONE batch
+            request = await usecases.search_request(runtime, QUERIES, caller=caller)  # ONE batch
             results = await usecases.search(runtime, request)
             fusions = [r.fusion for r in results]
             for query, result in zip(QUERIES, results, strict=True):
@@ -96,7 +96,9 @@ async def test_every_mode_and_fusion_returns_only_what_each_caller_may_read(
                     problems.append(f"{name} search_fused {mode}: leaked {sorted(leaked)}")
                 if name != "admin" and has_acl_key(fused):
                     problems.append(f"{name} search_fused {mode}: acl returned")
-        admin = await usecases.search(runtime, usecases.search_request(runtime, QUERIES[:1], caller=CALLERS["admin"]))
+        admin = await usecases.search(
+            runtime, await usecases.search_request(runtime, QUERIES[:1], caller=CALLERS["admin"])
+        )
         assert has_acl_key(admin) and found_markers(admin) == MARKERS  # the check can see a leak
         assert problems == [], "\n".join(problems)
     finally:
@@ -144,7 +146,7 @@ async def test_an_index_made_before_permissions_reads_as_acl_default_and_says_ho
         assert (await store.bulk(actions, refresh=True))[0] == len(rows)
         for caller_name, caller in CALLERS.items():
             [result] = await usecases.search(
-                runtime, usecases.search_request(runtime, [Query(QUERY, k=10)], caller=caller)
+                runtime, await usecases.search_request(runtime, [Query(QUERY, k=10)], caller=caller)
             )
             everything = caller_name == "admin" or acl_default == "public"
             assert found_markers(result) == (MARKERS if everything else set()), caller_name
@@ -166,7 +168,7 @@ async def test_an_index_made_before_permissions_reads_as_acl_default_and_says_ho
         meta = await store.index_meta(name)
         assert meta["schema_version"] == IN_PLACE_VERSION and meta["upgraded_from"] == 1
         [result] = await usecases.search(
-            runtime, usecases.search_request(runtime, [Query(QUERY, k=10)], caller=CALLERS["public"])
+            runtime, await usecases.search_request(runtime, [Query(QUERY, k=10)], caller=CALLERS["public"])
         )
         # schema 2 now: permissions apply; what it still lacks (schema 3) needs a rebuild, and the note says so
         assert found_markers(result) == MARKERS and "acl_default" not in result.index_note

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from hopsearch.service.api.middleware.esnames import Named, ProxiedCall, names_of
-from hopsearch.service.api.middleware.espath import parse_request
-from hopsearch.service.api.middleware.managed import date_math_pattern, overlap, reached
-from hopsearch.service.api.middleware.proxy import carries_key
+from hopsearch.service.api.proxy.esnames import Named, ProxiedCall, names_of
+from hopsearch.service.api.proxy.espath import parse_request
+from hopsearch.service.api.proxy.forwarder import carries_key
+from hopsearch.service.api.proxy.managed import date_math_pattern, overlap, reached
 from hopsearch.service.errors import AuthorizationError
 
 

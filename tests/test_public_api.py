@@ -29,7 +29,7 @@ def test_every_exported_name_resolves_and_is_documented() -> None:
 
 def test_importing_the_service_loads_neither_loaders_nor_cli() -> None:
     code = (
-        "import sys, hopsearch, hopsearch.service.runtime; "
+        "import sys, hopsearch, hopsearch.service.app.runtime; "
         "assert not [m for m in sys.modules if m.startswith(('hopsearch.loaders', 'hopsearch.cli'))]"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

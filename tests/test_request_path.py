@@ -24,12 +24,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.cli.main import main
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api import create_app
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.requests import Query
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.store import Store
 from tests.api_fixtures import API_KEY, any_strategy_model, api_settings, load_passages, serving, uvicorn_serving_async
 from tests.conftest import EsNode
@@ -147,7 +147,7 @@ async def test_every_passages_body_of_every_strategy_and_mode_carries_the_reques
                     for mode in ("bm25", "dense", "hybrid")
                     for fusion in ("rrf", "bool")
                 ]
-                search = usecases.search_request(runtime, queries, caller=ADMIN, filters=[FILTER])
+                search = await usecases.search_request(runtime, queries, caller=ADMIN, filters=[FILTER])
                 results = await usecases.search(runtime, search)
                 searches = _searches(proxy, index)
         reading = [s for s in searches if _reads_passages(s)]

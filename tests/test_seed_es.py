@@ -23,13 +23,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.cli.ask import ask as cli_ask
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
 from hopsearch.service.api import create_app
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.outlines.lineage import source
 from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.requests import Budget
-from hopsearch.service.runtime import Runtime
 from hopsearch.service.strategies import Answer
 from tests.api_fixtures import API_KEY, api_settings, uvicorn_serving_async
 from tests.conftest import EsNode

@@ -24,7 +24,7 @@ import pytest
 from hopsearch.loaders.api import load_jsonl
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.api import create_app
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.app.runtime import Runtime
 from tests.api_fixtures import API_KEY, any_strategy_model, api_settings, uvicorn_serving_async
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from hopsearch.service.api import create_app
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.app.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings, uvicorn_serving_async
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings
-from hopsearch.service.runtime import Runtime
 from tests.api_fixtures import API_KEY, api_settings
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

@@ -16,19 +16,30 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from hopsearch.service.api import ask, keys_routes, mcp_tools, openai_chat, routes, searchr1, ui
-from hopsearch.service.api.middleware import front
+from hopsearch.service.api.es import ask, keys, routes, ui
+from hopsearch.service.api.mcp import tools as mcp_tools
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
 from hopsearch.service.api.middleware.mcp_path import McpPath
 from hopsearch.service.api.models import ErrorEnvelope
-from hopsearch.service.api.openai_errors import is_openai, openai_error, openai_error_response
-from hopsearch.service.api.openai_models import OpenAIErrorEnvelope
-from hopsearch.service.api.responses import OrjsonResponse, error_body, error_response, limit_message, retry_headers
-from hopsearch.service.api.state import ApiState
+from hopsearch.service.api.openai import chat as openai_chat
+from hopsearch.service.api.openai.models import OpenAIErrorEnvelope
+from hopsearch.service.api.proxy import front
+from hopsearch.service.api.responses import (
+    OrjsonResponse,
+    error_body,
+    error_response,
+    is_openai,
+    limit_message,
+    openai_error,
+    openai_error_response,
+    retry_headers,
+)
+from hopsearch.service.api.searchr1 import routes as searchr1
+from hopsearch.service.api.state import VERSION, ApiState
+from hopsearch.service.app.runtime import STRATEGIES, Runtime
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
-from hopsearch.service.runtime import STRATEGIES, Runtime
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/_openapi.json"
@@ -71,7 +82,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
 
     app = FastAPI(
         title="hopsearch",
-        version=routes.VERSION,
+        version=VERSION,
         description="Multi-hop question answering over Elasticsearch, in Elasticsearch's dialect.",
         openapi_url=OPENAPI_PATH,
         docs_url=None,
@@ -86,7 +97,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(searchr1.router)
     app.include_router(openai_chat.router)
     app.include_router(ui.router)
-    app.include_router(keys_routes.router)
+    app.include_router(keys.router)
     app.mount(mcp_tools.MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate

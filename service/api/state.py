@@ -1,4 +1,4 @@
-"""What the app keeps between requests: one :class:`~hopsearch.service.runtime.Runtime` (store,
+"""What the app keeps between requests: one :class:`~hopsearch.service.app.runtime.Runtime` (store,
 embedder, LLM client, trace sink — opened once, lazily, and reused by every request and every index),
 the mapping of index names in URLs onto the passages alias, and the slots for concurrent questions."""
 
@@ -6,29 +6,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from hopsearch.service import usecases
+from fastapi import Path, Request
+
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.api.limits import KeyLimiter, fair_share
 from hopsearch.service.api.metrics import Metrics
+from hopsearch.service.api.models import AskRequest as AskBody
 from hopsearch.service.api.responses import Redactor
 from hopsearch.service.api.shared_limits import SharedWindows
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
 from hopsearch.service.auth.records import TokenVerifier
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
 from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings
-from hopsearch.service.errors import IndexMissing, TooManyRequests
-from hopsearch.service.requests import AskRequest
-from hopsearch.service.runtime import Runtime
+from hopsearch.service.errors import TooManyRequests
+from hopsearch.service.requests import HTTP_ASK, AskRequest, Fields
 from hopsearch.service.strategies import Answer, StepListener
 
 log = logging.getLogger(__name__)
+VERSION = "0.1.0"
+#: An index named in a URL (``/{index}/_retrieve``, ``/{index}/_ask``).
+IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]
 
 
 class AskSlot:
@@ -67,8 +72,6 @@ class ApiState:
         self._runtime = runtime
         self._owns_runtime = runtime is None
         self._lock = asyncio.Lock()
-        alias = re.escape(settings.passages_alias)
-        self._names = re.compile(rf"^(?:{alias}|{alias}-v\d{{1,6}})$")
 
     async def runtime(self) -> Runtime:
         """The shared runtime; opened on first use (Elasticsearch may come up after the service)."""
@@ -91,22 +94,30 @@ class ApiState:
         settings = self.settings
         return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s)
 
-    async def index_name(self, name: str, caller: Caller = ADMIN) -> str:
-        """The passages index a URL (or a body's ``index``, a chat model's ``@index``) names: the alias, one
-        of its versions, or an attached index. A name outside the caller's index patterns is 403 naming them
-        whether or not it exists (:func:`~hopsearch.service.usecases.check_index`); a name inside them that
-        is none of those is 404."""
-        index = self.settings.passages_alias if name == "passages" else name
-        usecases.check_index(caller, index)
-        if self._names.match(index):
-            return index
-        missing = IndexMissing(f"no such index [{index}]", details={"index": index})
-        if index.startswith(f"{self.settings.index_prefix}-"):
-            raise missing  # hopsearch's other indices are not passages
-        runtime = await self.runtime()
-        if await runtime.store.attachment(index) is None:
-            raise missing
-        return index
+    async def question_of(self, caller: Caller, index: str, body: AskBody, fields: Fields = HTTP_ASK) -> AskRequest:
+        """Build the checked question of an ``_ask`` body over the index a URL (or a chat model's name) names.
+
+        Every front end that takes ``_ask``'s body (``/v1/chat/completions`` too) builds its question here; the
+        use case resolves and checks the index (:func:`~hopsearch.service.app.usecases.ask_request`).
+        """
+        opts = body.options
+        return await usecases.ask_request(
+            await self.runtime(),
+            body.question,
+            caller=caller,
+            strategy=body.strategy,
+            index=index,
+            filters=opts.filters,
+            k=opts.k,
+            retrieval_mode=opts.retrieval_mode,
+            hops=opts.hops,
+            seed=opts.seed,
+            mode=opts.mode,
+            max_depth=opts.max_depth,
+            max_tokens=opts.max_tokens,
+            budget=opts.budget.to_budget(),
+            fields=fields,
+        )
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
         """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the caller's key's
@@ -178,3 +189,9 @@ def caller_of(scope: Mapping[str, Any]) -> Caller:
     open loopback service serves admins)."""
     caller = scope.get(CALLER_KEY)
     return caller if isinstance(caller, Caller) else ADMIN
+
+
+def state_of(request: Request) -> ApiState:
+    """Return the app's state (every route's way to the runtime, limits and settings)."""
+    state: ApiState = request.app.state.api
+    return state

@@ -195,13 +195,10 @@ def step_details(result: SearchResult) -> dict[str, Any] | None:
     """What a retrieve step records beside its hits: the documents without vectors (``--no-embed``: the
     dense side could not find those), the names the hop followed (each: the name, the passage or the
     question that named it, the linked passage it found in the caller's scope) or why the index could not hop."""
-    details: dict[str, Any] = {}
-    if result.without_vectors:
-        details["without_vectors"] = result.without_vectors
+    notes = result.notes()
+    details: dict[str, Any] = {name: notes[name] for name in ("without_vectors", "hops_note") if name in notes}
     if result.links:
-        details["links"] = links_detail(result.links)
-    if result.hops_note:
-        details["hops_note"] = result.hops_note
+        details["links"] = links_detail(result.links)  # each linked passage once
     return details or None
 
 

@@ -1,3 +1,2 @@
-"""The HTTP plumbing around the routes, outermost first: :mod:`.front` (hopsearch's own routes or the proxy
-to the cluster: :mod:`.proxy`, over paths checked by :mod:`.espath`), :mod:`.gate` (API keys, body limit,
-metrics) and :mod:`.fast_retrieve` (the ``_retrieve`` hot path)."""
+"""The HTTP plumbing around the wings: :mod:`.gate` (API keys, body limit, metrics), :mod:`.fast_retrieve`
+(the ``_retrieve`` hot path), :mod:`.viewer` (the viewer's cookie), :mod:`.mcp_path` and :mod:`.hosts`."""

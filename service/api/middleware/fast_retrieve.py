@@ -4,7 +4,7 @@ A pure ASGI middleware, innermost (inside :class:`~hopsearch.service.api.middlew
 body limits and metrics apply as to any route). For a well-formed request — a JSON object body sent as
 ``application/json`` that :class:`~hopsearch.service.api.models.RetrieveRequest` accepts — it parses the
 body once (orjson), validates it once (pydantic) and runs the route's own code
-(:func:`~hopsearch.service.api.routes.run_retrieve`); FastAPI's routing, dependency solving and second
+(:func:`~hopsearch.service.api.retrieve.run_retrieve`); FastAPI's routing, dependency solving and second
 response pass cost more than the rest of the request (profiled: ``docs``/the closing note of issue 20).
 
 Anything else — another content type, an empty, non-JSON or invalid body, an unusual path — is handed to
@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hopsearch.service.api.middleware.gate import leaf_routes
 from hopsearch.service.api.models import RetrieveRequest
 from hopsearch.service.api.responses import OrjsonResponse, error_response, retry_headers
-from hopsearch.service.api.routes import run_retrieve
+from hopsearch.service.api.retrieve import run_retrieve
 from hopsearch.service.api.state import ApiState, caller_of
 from hopsearch.service.errors import HopsearchError
 

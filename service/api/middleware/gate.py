@@ -13,7 +13,7 @@
   of another site reaching a local service through DNS rebinding).
 - Scopes: a key's actions per route (:func:`route_action`; 403 naming the action), ``/_metrics`` and
   ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``). ``/v1`` (OpenAI's face)
-  needs ``ask``; its refusals take OpenAI's error shape (:mod:`~hopsearch.service.api.openai_errors`).
+  needs ``ask``; its refusals take OpenAI's error shape (:mod:`~hopsearch.service.api.openai.errors`).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit. A body that has not all
   arrived within ``api_body_timeout_s`` of the headers → 408 (a client that sends headers and stalls
@@ -45,8 +45,13 @@ from hopsearch.service.access import Caller
 from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.middleware.hosts import loopback_host, loopback_origin, only_one
 from hopsearch.service.api.middleware.viewer import NOBODY, is_code_exchange, viewer_session
-from hopsearch.service.api.openai_errors import is_openai, openai_error_response, openai_status
-from hopsearch.service.api.responses import error_response, retry_headers
+from hopsearch.service.api.responses import (
+    error_response,
+    is_openai,
+    openai_error_response,
+    openai_status,
+    retry_headers,
+)
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
 from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
 from hopsearch.service.auth.records import KeyLimits

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from hopsearch.service.api.mcp_tools import MOUNT
+from hopsearch.service.api.mcp.tools import MOUNT
 
 
 class McpPath:

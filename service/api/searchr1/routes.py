@@ -18,11 +18,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from hopsearch.service import usecases
 from hopsearch.service.api.models import MAX_K, _Request
 from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.routes import state_of
-from hopsearch.service.api.state import caller_of
+from hopsearch.service.api.state import caller_of, state_of
+from hopsearch.service.app import usecases
 from hopsearch.service.errors import RequestInvalid
 from hopsearch.service.requests import Fields, Query
 from hopsearch.service.types import Hit, RetrievalMode
@@ -80,8 +79,8 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     queries = [Query(text, k=topk, mode=mode, hops=body.hops) for text in body.queries]
     caller = caller_of(request.scope)
     state.limiter.queries(caller.key, len(queries))  # each query counts against the key's per_minute
-    index = await state.index_name(body.index, caller) if body.index else None
-    search = usecases.search_request(runtime, queries, caller=caller, index=index, fields=SEARCH_R1)
+    index = body.index or None
+    search = await usecases.search_request(runtime, queries, caller=caller, index=index, fields=SEARCH_R1)
     results = await usecases.search(runtime, search)
     for result in results:
         state.metrics.retrieval(result.mode)

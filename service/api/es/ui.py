@@ -24,8 +24,7 @@ from hopsearch.service.access import Scope
 from hopsearch.service.api.middleware.gate import refused
 from hopsearch.service.api.models import ViewerUrl
 from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.routes import state_of
-from hopsearch.service.api.state import caller_of
+from hopsearch.service.api.state import caller_of, state_of
 from hopsearch.service.attached.fieldmap import field_text
 from hopsearch.service.auth.viewer import COOKIE
 from hopsearch.service.errors import AuthenticationError, AuthorizationError, NotFound
@@ -35,7 +34,7 @@ from hopsearch.service.traces import reads as trace_reads
 router = APIRouter()
 UI_PREFIX = "/_ui"
 _ENV = Environment(
-    loader=PackageLoader("hopsearch.service.api", "templates"),
+    loader=PackageLoader("hopsearch.service.api.es", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     trim_blocks=True,
     lstrip_blocks=True,

@@ -1,6 +1,6 @@
 """Which indices a proxied request names, read from its path, query string and body as Elasticsearch
 reads them, for the policy that keeps hopsearch's own indices from callers that are not admins
-(:mod:`~hopsearch.service.api.middleware.managed`).
+(:mod:`~hopsearch.service.api.proxy.managed`).
 
 A request reaches indices through more than its path: ``?index=`` stands in for the path's index on
 every endpoint (Elasticsearch reads path and query parameters from one map), ``?source=`` carries a
@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from hopsearch.service.api.json_depth import too_deep
-from hopsearch.service.api.middleware.espath import EsRequest
+from hopsearch.service.api.proxy.espath import EsRequest
 from hopsearch.service.errors import AuthorizationError
 
 _ANY = "*"

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN
+from hopsearch.service.app import usecases
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import IndexMissing
@@ -117,7 +117,7 @@ class Runtime:
         filters: Sequence[Mapping[str, Any]] = (),
     ) -> Answer:
         """Answer ``question`` as an admin with the strategy called ``strategy`` (the Python entry point;
-        front ends build their requests with :func:`hopsearch.service.usecases.ask_request`). A failure is
+        front ends build their requests with :func:`hopsearch.service.app.usecases.ask_request`). A failure is
         ``Answer.error`` (see :meth:`Answer.raise_for_error`), and the trace is written either way."""
         request = await usecases.ask_request(
             self, question, strategy=strategy, index=index, caller=ADMIN, filters=filters, options=options
@@ -135,7 +135,7 @@ class Runtime:
     ) -> SearchResult:
         """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
         :mod:`hopsearch.service.retrieval.filters`), as an admin."""
-        request = usecases.search_request(
+        request = await usecases.search_request(
             self, [Query(query, k=k, mode=mode)], index=index, caller=ADMIN, filters=filters
         )
         return (await usecases.search(self, request))[0]

@@ -7,13 +7,17 @@ slot until the stream ends; a stream closed early cancels it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
 
 from hopsearch.service.api.responses import status_of
 from hopsearch.service.api.state import ApiState, AskSlot
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.errors import ClientGone, HopsearchError
 from hopsearch.service.requests import AskRequest
 from hopsearch.service.strategies import Answer
 from hopsearch.service.traces.recorder import Step
@@ -78,3 +82,40 @@ def _outcome(task: asyncio.Task[Answer], question: AskRequest) -> Answer | Failu
     if answer.error is not None:
         return Failure.of(answer.error, answer.trace.trace_id)
     return answer
+
+
+SSE = "text/event-stream"
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def answer_in_slot(request: Request, state: ApiState, slot: AskSlot, question: AskRequest) -> Answer:
+    """The answer of an admitted question; the slot is released however it ends (a client that goes away
+    cancels the work: :class:`ClientGone`)."""
+    try:
+        return await _unless_disconnected(request, state.answer(question, slot=slot))
+    finally:
+        slot.release()  # also where the work was cancelled before it began
+
+
+async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Answer]) -> Answer:
+    """Run ``work`` until it ends or the client goes away; then it is cancelled (its LLM and
+    Elasticsearch requests with it) and :class:`ClientGone` is raised. The body is read already, so
+    the next ASGI message is the disconnect."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if task.cancelled():
+        raise ClientGone("the client closed the connection; the question was cancelled")
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -18,7 +18,7 @@ from hopsearch.service.api.models import (
     PublicKeyAddRequest,
 )
 from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.routes import state_of
+from hopsearch.service.api.state import state_of
 from hopsearch.service.auth.keys import NewKey, listed
 
 router = APIRouter()

@@ -9,13 +9,14 @@ and an error names what the caller sent. Defaults are those of :mod:`hopsearch.s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields as dataclass_fields
 from typing import Any, Protocol
 
 from hopsearch.service.access import Caller, Scope
 from hopsearch.service.config.settings import Settings
-from hopsearch.service.errors import AuthorizationError, RequestInvalid, StoreError
+from hopsearch.service.errors import AuthorizationError, HopsearchError, IndexMissing, RequestInvalid, StoreError
 from hopsearch.service.outlines.lineage import bound_namespace
 from hopsearch.service.requests import (
     DEFAULT_DEPTH,
@@ -47,7 +48,7 @@ SEARCH_FIELDS = Fields(text="query")
 
 
 class Runtime(Protocol):
-    """What the use cases need of :class:`hopsearch.service.runtime.Runtime` (which satisfies it): the
+    """What the use cases need of :class:`hopsearch.service.app.runtime.Runtime` (which satisfies it): the
     seam keeps this module below the runtime, whose ``ask``/``search`` call the use cases."""
 
     @property
@@ -64,12 +65,31 @@ class Runtime(Protocol):
     async def retrieval_mode(self, strategy: str | None = None, index: str | None = None) -> RetrievalMode: ...
 
 
-def permitted(caller: Caller, action: str, index: str) -> None:
-    """403 where the caller's key may not do ``action`` or read the passages ``index`` (its index patterns)."""
+def permitted(caller: Caller, action: str) -> None:
+    """Refuse (403) a caller whose key may not do ``action``."""
     if not caller.may(action):
         allowed = ", ".join(sorted(caller.actions - {"admin"})) or "none"
         raise AuthorizationError(f"{_who(caller)} may not {action} (the key's actions: {allowed})")
+
+
+async def passages_index(runtime: Runtime, caller: Caller, name: str | None) -> str:
+    """Resolve the passages index a request names and check that the caller may read it.
+
+    This is the one place an index is checked. ``None`` and ``passages`` name the alias; the alias, one of its
+    versions and an attached index resolve. A name outside the caller's index patterns is 403 whether or not it
+    exists (:func:`check_index`); a name inside them that is none of those is 404.
+    """
+    settings = runtime.settings
+    index = settings.passages_alias if name is None or name == "passages" else name
     check_index(caller, index)
+    if re.fullmatch(rf"{re.escape(settings.passages_alias)}(?:-v\d{{1,6}})?", index):
+        return index
+    missing = IndexMissing(f"no such index [{index}]", details={"index": index})
+    if index.startswith(f"{settings.index_prefix}-"):
+        raise missing  # hopsearch's other indices are not passages
+    if await runtime.store.attachment(index) is None:
+        raise missing
+    return index
 
 
 def check_index(caller: Caller, index: str) -> None:
@@ -88,16 +108,14 @@ def _who(caller: Caller) -> str:
     return f"the API key [{caller.key}]" if caller.key else "this caller"
 
 
-def _scope(
-    runtime: Runtime, index: str | None, caller: Caller, filters: Any, where: str, action: str = "search"
-) -> Scope:
+def _scope(runtime: Runtime, index: str, caller: Caller, filters: Any, where: str, action: str = "search") -> Scope:
     settings = runtime.settings
-    permitted(caller, action, index or settings.passages_alias)
+    permitted(caller, action)
     clauses = parse_filters(list(filters) if filters is not None else [], where)
     if not caller.admin:
         refuse_hidden(clauses, hidden=settings.api_hidden_fields, server_paths=settings.api_server_paths, where=where)
     return Scope(
-        index or settings.passages_alias,
+        index,
         caller,
         tuple(clauses),
         acl_default=settings.acl_default,
@@ -133,6 +151,7 @@ async def ask_request(
     index's (:meth:`Runtime.retrieval_mode`), the namespace to the caller's key's (else the ``outline_namespace``
     setting; only admins may name one)."""
     settings = runtime.settings
+    index = await passages_index(runtime, caller, index)
     given = {f.name: getattr(options, f.name) for f in dataclass_fields(AskOptions)} if options is not None else {}
     check_text(question, settings.api_max_question_chars, fields.text)
     strategy = strategy or DEFAULT_STRATEGY
@@ -170,7 +189,7 @@ async def ask_request(
     )
 
 
-def search_request(
+async def search_request(
     runtime: Runtime,
     queries: Sequence[Query],
     *,
@@ -182,6 +201,7 @@ def search_request(
     """The checked request of a search: each query's length and k (``api_max_k``), the filters. A batch
     names its queries' fields ``<text>.<n>``."""
     settings = runtime.settings
+    index = await passages_index(runtime, caller, index)
     checked: list[RetrievalQuery] = []
     for number, query in enumerate(queries):
         check_text(
@@ -191,6 +211,16 @@ def search_request(
         check_hops(query.hops, fields.hops)
         checked.append(RetrievalQuery(**{f.name: getattr(query, f.name) for f in dataclass_fields(Query)}))
     return SearchRequest(_scope(runtime, index, caller, filters, fields.filters), tuple(checked), fields.filters)
+
+
+def failure_of(answer: Answer) -> HopsearchError | None:
+    """Return the error a failed answer ends in, with its trace id, for the front end to show; None if it did not fail.
+
+    Every front end names the trace of a failed question (``_ask``, ``/v1``, MCP), so the id is added here once.
+    """
+    if answer.error is not None:
+        answer.error.details["trace_id"] = answer.trace.trace_id
+    return answer.error
 
 
 async def ask(runtime: Runtime, request: AskRequest, *, on_step: StepListener | None = None) -> Answer:

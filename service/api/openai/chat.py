@@ -1,9 +1,9 @@
 """OpenAI's face: ``POST /v1/chat/completions`` and ``GET /v1/models[/{model}]``, for the OpenAI SDKs and
-chat front ends (Open WebUI, LibreChat, ...). A chat completion is ``_ask`` (:func:`.ask.question_of`, the
+chat front ends (Open WebUI, LibreChat, ...). A chat completion is ``_ask`` (:meth:`~.state.ApiState.question_of`, the
 one ``ask`` use case, the same slots and limits): the model names the strategy and index
 (:mod:`.openai_models`), the conversation becomes the question (:mod:`.openai_conversation`), the answer
 comes back in OpenAI's shapes (:mod:`.openai_render`) with the trace id in ``X-Hopsearch-Trace-Id`` and in
-``hopsearch.trace_id``; errors take OpenAI's shape (:mod:`.openai_errors`). ``stream: true`` sends the
+``hopsearch.trace_id``; errors take OpenAI's shape (:mod:`~hopsearch.service.api.responses`). ``stream: true`` sends the
 steps as ``reasoning_content`` deltas as they happen, ``: keep-alive`` comments in long silences, the
 answer as ``content``, then ``data: [DONE]``."""
 
@@ -22,12 +22,9 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response, StreamingResponse
 
 from hopsearch.service.access import Caller
-from hopsearch.service.api.ask import SSE, STREAM_HEADERS, answer_in_slot, question_of
-from hopsearch.service.api.ask_stream import Failure, run_events
 from hopsearch.service.api.models import AskOptionsModel, AskRequest
-from hopsearch.service.api.openai_conversation import Conversation, condense, is_task, task_reply
-from hopsearch.service.api.openai_errors import openai_error
-from hopsearch.service.api.openai_models import (
+from hopsearch.service.api.openai.conversation import Conversation, condense, is_task, task_reply
+from hopsearch.service.api.openai.models import (
     ChatCompletion,
     ChatRequest,
     ModelList,
@@ -36,10 +33,12 @@ from hopsearch.service.api.openai_models import (
     model_missing,
     parse_model,
 )
-from hopsearch.service.api.openai_render import chunk, completion, content_of, location, step_line, usage_of
-from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.routes import state_of
-from hopsearch.service.api.state import ApiState, AskSlot, caller_of
+from hopsearch.service.api.openai.render import chunk, completion, content_of, location, step_line, usage_of
+from hopsearch.service.api.responses import OrjsonResponse, openai_error
+from hopsearch.service.api.state import ApiState, AskSlot, caller_of, state_of
+from hopsearch.service.api.streaming import SSE, STREAM_HEADERS, Failure, answer_in_slot, run_events
+from hopsearch.service.app import usecases
+from hopsearch.service.app.usecases import check_index
 from hopsearch.service.errors import AuthorizationError, IndexMissing, StoreError
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.requests import Fields
@@ -47,7 +46,6 @@ from hopsearch.service.retrieval.readers import passages_by_id, shown_hits
 from hopsearch.service.strategies import STRATEGIES, Answer
 from hopsearch.service.traces.recorder import Step
 from hopsearch.service.types import Hit
-from hopsearch.service.usecases import check_index
 
 router = APIRouter()
 TRACE_HEADER = "X-Hopsearch-Trace-Id"
@@ -93,7 +91,7 @@ async def get_model(request: Request, model: Annotated[str, Path(min_length=1, m
 
 
 def _check_model_index(state: ApiState, caller: Caller, index: str) -> None:
-    """:func:`~hopsearch.service.usecases.check_index` on a model's index (``passages``: the alias), its 403
+    """:func:`~hopsearch.service.app.usecases.check_index` on a model's index (``passages``: the alias), its 403
     naming the model as the field sent."""
     try:
         check_index(caller, state.settings.passages_alias if index == "passages" else index)
@@ -137,9 +135,9 @@ async def chat_completions(request: Request, body: ChatRequest) -> Response:
         headers |= STREAM_HEADERS
         return StreamingResponse(chunks, media_type=SSE, headers=headers, background=BackgroundTask(slot.release))
     answer = await answer_in_slot(request, state, slot, question)
-    if answer.error is not None:
-        answer.error.details["trace_id"] = answer.trace.trace_id
-        raise answer.error
+    failure = usecases.failure_of(answer)
+    if failure is not None:
+        raise failure
     cited = await cited_passages(state, question, answer)
     message = {"role": "assistant", "content": content_of(answer.text, cited), "reasoning_content": _reasoning(answer)}
     body_out = completion(
@@ -177,7 +175,7 @@ async def _question(
         options = options.model_copy(update={"max_tokens": tokens})
     asked = AskRequest(question=conversation.question, strategy=strategy, options=options, stream=False)
     try:
-        question = await question_of(state, caller, index, asked, CHAT_FIELDS)
+        question = await state.question_of(caller, index, asked, CHAT_FIELDS)
     except IndexMissing as exc:
         raise model_missing(body.model) from exc
     return replace(question, trace_id=uuid.uuid4().hex, conversation=conversation.to_trace())

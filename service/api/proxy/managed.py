@@ -5,7 +5,7 @@ passed straight to the cluster carries none, and on a Basic licence a cluster us
 every document. So the passages (and their versions), outlines, traces, keys and groups — every index
 under the prefix — and any other index :class:`Protected` lists (issue 30's attached indices) are
 closed to proxied requests of non-admins, decided on every index expression the request holds
-(:func:`~hopsearch.service.api.middleware.esnames.names_of`), each part on its own:
+(:func:`~hopsearch.service.api.proxy.esnames.names_of`), each part on its own:
 
 - ``_all``, remote-cluster and selector names (``a:b``, ``logs::failures``) and empty names: refused;
 - ``-x`` exclusions are skipped (what the request reads is at most what its other parts name, so
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hopsearch.service.access import Caller
-from hopsearch.service.api.middleware.esnames import ProxiedCall, names_of, refusal
+from hopsearch.service.api.proxy.esnames import ProxiedCall, names_of, refusal
 from hopsearch.service.errors import AuthorizationError, StoreError, StoreUnavailable
 
 log = logging.getLogger("hopsearch.audit")

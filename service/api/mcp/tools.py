@@ -18,15 +18,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hopsearch.service import usecases
 from hopsearch.service.access import ADMIN, Caller
-from hopsearch.service.api.routes import VERSION
-from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.api.state import VERSION, ApiState, caller_of
+from hopsearch.service.app import usecases
+from hopsearch.service.app.runtime import STRATEGIES
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
 from hopsearch.service.outlines.lineage import bound_namespace, reader_for
 from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.requests import DEFAULT_STRATEGY, MCP_ASK, MCP_SEARCH, SEARCH_K, SEARCH_MODE, Query, check_text
-from hopsearch.service.runtime import STRATEGIES
 from hopsearch.service.traces import reads as trace_reads
 from hopsearch.service.types import RetrievalMode
 
@@ -122,11 +121,11 @@ async def _run_search(
     hops: int = 0,
 ) -> dict[str, Any]:
     runtime = await state.runtime()
-    search = usecases.search_request(
+    search = await usecases.search_request(
         runtime,
         [Query(query, k=k, mode=mode, hops=hops)],
         caller=caller,
-        index=await state.index_name(index, caller) if index else None,
+        index=index or None,
         filters=filters,
         fields=MCP_SEARCH,
     )
@@ -134,14 +133,7 @@ async def _run_search(
     state.metrics.retrieval(result.mode)
     fields = await runtime.store.field_map(search.scope.index)
     hits = [{"id": h.id, "score": h.score, **state.hit_sources.mapped(h, fields)} for h in result.hits]
-    found: dict[str, Any] = {"mode": result.mode, "dense_method": result.dense_method, "hits": hits}
-    if result.vector_index:
-        found["vector_index"] = result.vector_index
-    if result.index_note:
-        found["index_note"] = result.index_note
-    if result.hops_note:
-        found["hops_note"] = result.hops_note
-    return found
+    return {**result.notes(), "hits": hits}
 
 
 async def _run_ask(
@@ -162,7 +154,7 @@ async def _run_ask(
         question,
         caller=caller,
         strategy=strategy,
-        index=await state.index_name(index, caller) if index else None,
+        index=index or None,
         filters=filters,
         k=k,
         retrieval_mode=retrieval_mode,
@@ -171,9 +163,9 @@ async def _run_ask(
         fields=MCP_ASK,
     )
     answer = await state.answer(request)
-    if answer.error is not None:
-        answer.error.details["trace_id"] = answer.trace.trace_id
-        raise ToolError(state.redact(f"{answer.error.error_type}: {answer.error} (trace {answer.trace.trace_id})"))
+    failure = usecases.failure_of(answer)
+    if failure is not None:
+        raise ToolError(state.redact(f"{failure.error_type}: {failure} (trace {answer.trace.trace_id})"))
     return {
         "answer": answer.text,
         "citations": [{"id": c.id, "title": c.title, "score": c.score} for c in answer.citations],

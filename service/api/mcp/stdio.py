@@ -15,7 +15,7 @@ import hmac
 from datetime import UTC, datetime
 
 from hopsearch.service.access import ADMIN, Caller
-from hopsearch.service.api.mcp_tools import StdioCaller
+from hopsearch.service.api.mcp.tools import StdioCaller
 from hopsearch.service.api.state import ApiState
 from hopsearch.service.auth.keys import key_refusal
 

@@ -13,11 +13,11 @@ A pure ASGI middleware, outermost. For each request it decides whether a hopsear
 - Proxied: the hopsearch key is checked (``X-Hopsearch-Key`` or ``Authorization``: a flat key, a stored
   key or an end-user token, :func:`~hopsearch.service.api.middleware.gate.authenticate`; a non-admin's
   key needs the ``search`` action and index patterns covering every index named), then the path
-  (:func:`~hopsearch.service.api.middleware.espath.parse_request`, 400), then the allow-list (403); for
+  (:func:`~hopsearch.service.api.proxy.espath.parse_request`, 400), then the allow-list (403); for
   a caller that is not an admin the body is read whole (up to ``api_max_body_bytes``, 413) and every
   index the request names is decided on
-  (:class:`~hopsearch.service.api.middleware.managed.ManagedIndices`, 403: hopsearch's own indices
-  are for admins). Then :class:`~hopsearch.service.api.middleware.proxy.Forwarder` passes the checked
+  (:class:`~hopsearch.service.api.proxy.managed.ManagedIndices`, 403: hopsearch's own indices
+  are for admins). Then :class:`~hopsearch.service.api.proxy.forwarder.Forwarder` passes the checked
   path on with the caller's own ``Authorization`` (the cluster decides what those credentials may do),
   never a hopsearch credential.
 """
@@ -34,8 +34,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware.esnames import ProxiedCall
-from hopsearch.service.api.middleware.espath import parse_request
 from hopsearch.service.api.middleware.gate import (
     authenticate,
     authentication_on,
@@ -43,15 +41,16 @@ from hopsearch.service.api.middleware.gate import (
     refuse_query_credentials,
     refused,
 )
-from hopsearch.service.api.middleware.managed import EsResolver, ManagedIndices, PrefixIndices, WithAttached
-from hopsearch.service.api.middleware.proxy import KEY_HEADER, Forwarder, upstream_headers
 from hopsearch.service.api.models import RootResponse
+from hopsearch.service.api.proxy.esnames import ProxiedCall
+from hopsearch.service.api.proxy.espath import parse_request
+from hopsearch.service.api.proxy.forwarder import KEY_HEADER, Forwarder, upstream_headers
+from hopsearch.service.api.proxy.managed import EsResolver, ManagedIndices, PrefixIndices, WithAttached
 from hopsearch.service.api.responses import OrjsonResponse, error_response, retry_headers
-from hopsearch.service.api.routes import VERSION
-from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.api.state import VERSION, ApiState, caller_of
+from hopsearch.service.app.runtime import STRATEGIES
 from hopsearch.service.errors import AuthorizationError, HopsearchError, RequestTooLarge
 from hopsearch.service.requests import HOPS
-from hopsearch.service.runtime import STRATEGIES
 
 router = APIRouter()
 PRODUCT = (b"x-elastic-product", b"Elasticsearch")

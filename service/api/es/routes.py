@@ -5,14 +5,11 @@ the hot path); the pydantic models in :mod:`.models` document them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from hopsearch.service import requests, usecases
-from hopsearch.service.access import Caller
 from hopsearch.service.api.metrics import CONTENT_TYPE
 from hopsearch.service.api.models import (
     DocumentResponse,
@@ -24,64 +21,16 @@ from hopsearch.service.api.models import (
     SearchResponse,
 )
 from hopsearch.service.api.responses import OrjsonResponse
-from hopsearch.service.api.state import ApiState, caller_of
+from hopsearch.service.api.retrieve import run_retrieve, search_envelope
+from hopsearch.service.api.state import IndexName, caller_of, state_of
+from hopsearch.service.app.health import readiness
 from hopsearch.service.errors import HopsearchError, NotFound
-from hopsearch.service.health import readiness
 from hopsearch.service.outlines.lineage import bound_namespace, reader_for
 from hopsearch.service.outlines.store import EsOutlineStore
-from hopsearch.service.requests import HTTP_SEARCH, check_k
-from hopsearch.service.retrieval import without_vectors_note
+from hopsearch.service.requests import check_k
 from hopsearch.service.traces import reads as trace_reads
-from hopsearch.service.types import Hit, SearchResult
 
 router = APIRouter()
-IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The passages alias or a version")]
-VERSION = "0.1.0"
-
-
-def state_of(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
-
-
-def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
-    scores = [h["_score"] for h in hits if h.get("_score") is not None]
-    return {
-        "took": took,
-        "timed_out": False,
-        "hits": {
-            "total": {"value": len(hits) if total is None else total, "relation": "eq"},
-            "max_score": max(scores) if scores else None,
-            "hits": hits,
-        },
-    }
-
-
-def retrieve_envelope(result: SearchResult, took: int, render: Callable[[Hit], dict[str, Any]]) -> dict[str, Any]:
-    """A ``_retrieve`` answer: Elasticsearch's search envelope, each hit as ``render`` makes it
-    (:meth:`~hopsearch.service.api.hit_sources.HitSources.hit`), and what the search did."""
-    body = search_envelope(took, [render(hit) for hit in result.hits])
-    body["mode"] = result.mode
-    body["dense_method"] = result.dense_method
-    if result.vector_index:
-        body["vector_index"] = result.vector_index
-    body["fusion"] = result.fusion
-    if result.fusion_note:
-        body["fusion_note"] = result.fusion_note
-    if result.reranked_by:
-        body["reranked_by"] = result.reranked_by
-    if result.legs:
-        body["legs"] = {name: [render(hit) for hit in hits] for name, hits in result.legs.items()}
-    if result.without_vectors:
-        body["without_vectors"] = result.without_vectors
-        body["warning"] = without_vectors_note(result.without_vectors)
-    if result.index_note:
-        body["index_note"] = result.index_note
-    if result.links:
-        body["links"] = [link.shown() for link in result.links]
-    if result.hops_note:
-        body["hops_note"] = result.hops_note
-    return body
 
 
 @router.get("/_health", response_model=None, responses={200: {"model": HealthResponse}, 503: {"model": HealthResponse}})
@@ -120,28 +69,6 @@ async def metrics(request: Request) -> Response:
 async def retrieve(request: Request, index: IndexName, body: RetrieveRequest) -> OrjsonResponse:
     """BM25, dense or hybrid search with literal filters; the mode and dense method used are reported."""
     return OrjsonResponse(await run_retrieve(state_of(request), caller_of(request.scope), index, body))
-
-
-async def run_retrieve(state: ApiState, caller: Caller, index: str, body: RetrieveRequest) -> dict[str, Any]:
-    """The body of a ``_retrieve`` answer (this route's, and :mod:`.fast_retrieve`'s for well-formed
-    requests)."""
-    started = time.perf_counter()
-    runtime = await state.runtime()
-    query = requests.Query(body.query, body.k, body.mode, body.fusion, body.weights, body.legs, body.rerank, body.hops)
-    search = usecases.search_request(
-        runtime,
-        [query],
-        caller=caller,
-        index=await state.index_name(index, caller),
-        filters=body.filters,
-        fields=HTTP_SEARCH,
-    )
-    [result] = await usecases.search(runtime, search)
-    state.metrics.retrieval(result.mode)
-    index_name = search.scope.index
-    fields = await runtime.store.field_map(index_name)
-    took = round((time.perf_counter() - started) * 1000)
-    return retrieve_envelope(result, took, lambda hit: state.hit_sources.hit(index_name, hit, fields))
 
 
 @router.get("/_traces/{trace_id}", response_model=None, responses={200: {"model": DocumentResponse}})

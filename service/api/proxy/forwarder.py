@@ -1,6 +1,6 @@
 """Requests that are not hopsearch's own, passed on to Elasticsearch and streamed both ways.
 
-- The path: checked and parsed first (:func:`~hopsearch.service.api.middleware.espath.parse_request`: no dot or
+- The path: checked and parsed first (:func:`~hopsearch.service.api.proxy.espath.parse_request`: no dot or
   empty segments, no encoded separators, 400 otherwise); every decision below is made on those
   segments, and the cluster is sent the path built from them (:attr:`EsRequest.target`), never the raw one.
 - Allow-list: ``proxy_allow`` holds ``METHOD /path`` patterns matched against the decoded segments
@@ -8,7 +8,7 @@
   not an endpoint such as ``_cluster``; ``GET|POST`` for several methods); anything else is refused
   with 403 in Elasticsearch's envelope (``security_exception``). It is one :class:`ProxyPolicy`, on
   the path alone, for every caller; the policy on the indices a non-admin's request names
-  (:mod:`~hopsearch.service.api.middleware.managed`) reads the body too and comes after it.
+  (:mod:`~hopsearch.service.api.proxy.managed`) reads the body too and comes after it.
 - Credentials: the caller's own ``Authorization`` header goes through; the service's Elasticsearch
   credentials never do (the proxy has none). A hopsearch credential is not an Elasticsearch one:
   ``X-Hopsearch-Key`` is dropped, and so is an ``Authorization`` (or ``es-secondary-authorization``)
@@ -35,7 +35,7 @@ from typing import Protocol
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from hopsearch.service.api.middleware.espath import EsRequest
+from hopsearch.service.api.proxy.espath import EsRequest
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import AuthorizationError, ConfigError, StoreUnavailable
 from hopsearch.service.store.esclient import _verify
@@ -93,7 +93,7 @@ class ProxyPolicy(Protocol):
     """One decision on a proxied request, made on its checked path before anything reaches the cluster;
     raises an :class:`~hopsearch.service.errors.ApiError` to refuse. The allow-list is one; the policy on
     the indices a request names, which needs the caller, the query string and the body too, is
-    :class:`~hopsearch.service.api.middleware.managed.ManagedIndices` (the front calls it after these)."""
+    :class:`~hopsearch.service.api.proxy.managed.ManagedIndices` (the front calls it after these)."""
 
     def check(self, request: EsRequest) -> None: ...
 

@@ -10,10 +10,9 @@ Refusals that happen before the run (auth, validation, unknown index, 429) are p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
@@ -21,21 +20,16 @@ from fastapi import APIRouter, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
-from hopsearch.service import usecases
-from hopsearch.service.access import Caller
-from hopsearch.service.api.ask_stream import Failure, run_events
 from hopsearch.service.api.models import AskRequest, AskResponse
 from hopsearch.service.api.responses import OrjsonResponse, error_body
-from hopsearch.service.api.routes import IndexName, state_of
-from hopsearch.service.api.state import ApiState, AskSlot, caller_of
-from hopsearch.service.errors import ClientGone, HopsearchError
-from hopsearch.service.requests import HTTP_ASK, Fields
+from hopsearch.service.api.state import ApiState, AskSlot, IndexName, caller_of, state_of
+from hopsearch.service.api.streaming import SSE, STREAM_HEADERS, Failure, answer_in_slot, run_events
+from hopsearch.service.app import usecases
 from hopsearch.service.requests import AskRequest as Question
 from hopsearch.service.strategies import Answer
 from hopsearch.service.traces.recorder import Step
 
 router = APIRouter()
-SSE = "text/event-stream"
 
 
 def answer_body(answer: Answer, took: int, index_note: str = "") -> dict[str, Any]:
@@ -59,11 +53,6 @@ def answer_body(answer: Answer, took: int, index_note: str = "") -> dict[str, An
 def _event(name: str, data: Any, state: ApiState) -> bytes:
     payload = state.redact(orjson.dumps(data).decode())
     return f"event: {name}\ndata: {payload}\n\n".encode()
-
-
-def _failure(error: HopsearchError, answer: Answer) -> HopsearchError:
-    error.details["trace_id"] = answer.trace.trace_id
-    return error
 
 
 def _sse_event(name: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +84,7 @@ async def ask(
     """Answer a question with a strategy; each step is written to the trace (and streamed)."""
     started = time.perf_counter()
     state = state_of(request)
-    question = await question_of(state, caller_of(request.scope), index, body)
+    question = await state.question_of(caller_of(request.scope), index, body)
     slot = state.admit_question(question.scope.caller)
     if stream if stream is not None else body.stream:
         events = _stream(state, slot, question, started)
@@ -103,71 +92,10 @@ async def ask(
             events, media_type=SSE, headers=STREAM_HEADERS, background=BackgroundTask(slot.release)
         )
     answer = await answer_in_slot(request, state, slot, question)
-    if answer.error is not None:
-        raise _failure(answer.error, answer)
+    failure = usecases.failure_of(answer)
+    if failure is not None:
+        raise failure
     return OrjsonResponse(answer_body(answer, round((time.perf_counter() - started) * 1000), question.index_note))
-
-
-STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-async def question_of(
-    state: ApiState, caller: Caller, index: str, body: AskRequest, fields: Fields = HTTP_ASK
-) -> Question:
-    """The checked question of an ``_ask`` body over the index a URL (or a chat model name) names: every
-    front end that takes ``_ask``'s body (``/v1/chat/completions`` too) builds its question here."""
-    runtime = await state.runtime()
-    opts = body.options
-    return await usecases.ask_request(
-        runtime,
-        body.question,
-        caller=caller,
-        strategy=body.strategy,
-        index=await state.index_name(index, caller),
-        filters=opts.filters,
-        k=opts.k,
-        retrieval_mode=opts.retrieval_mode,
-        hops=opts.hops,
-        seed=opts.seed,
-        mode=opts.mode,
-        max_depth=opts.max_depth,
-        max_tokens=opts.max_tokens,
-        budget=opts.budget.to_budget(),
-        fields=fields,
-    )
-
-
-async def answer_in_slot(request: Request, state: ApiState, slot: AskSlot, question: Question) -> Answer:
-    """The answer of an admitted question; the slot is released however it ends (a client that goes away
-    cancels the work: :class:`ClientGone`)."""
-    try:
-        return await _unless_disconnected(request, state.answer(question, slot=slot))
-    finally:
-        slot.release()  # also where the work was cancelled before it began
-
-
-async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Answer]) -> Answer:
-    """Run ``work`` until it ends or the client goes away; then it is cancelled (its LLM and
-    Elasticsearch requests with it) and :class:`ClientGone` is raised. The body is read already, so
-    the next ASGI message is the disconnect."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-    if task.cancelled():
-        raise ClientGone("the client closed the connection; the question was cancelled")
-    return task.result()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 async def _stream(state: ApiState, slot: AskSlot, question: Question, started: float) -> AsyncIterator[bytes]:
