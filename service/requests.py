@@ -10,9 +10,10 @@ and call :func:`~hopsearch.service.app.usecases.ask` / :func:`~hopsearch.service
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from hopsearch.service.access import Scope
 from hopsearch.service.errors import RequestInvalid
@@ -48,6 +49,29 @@ class Budget:
     max_retrievals: int = 10
     max_llm_calls: int = 40
     timeout_s: float | None = None
+
+
+class Unset(enum.Enum):
+    """Type the one value that means "not given" (:data:`UNSET`)."""
+
+    UNSET = "UNSET"
+
+
+#: A request value the caller did not give, so the next source fills it (httpx's ``USE_CLIENT_DEFAULT``). An
+#: optional field of a front end's body arrives as None and means the same: :func:`given_or` reads both so.
+UNSET: Final = Unset.UNSET
+_T = TypeVar("_T")
+
+
+def given_or(value: _T | Unset | None, *fallbacks: _T | Unset | None, default: _T) -> _T:
+    """Return the first of ``value`` and ``fallbacks`` that was given (neither UNSET nor None), else ``default``.
+
+    Falsy values (0, ``""``, False) are given: only UNSET and None are not.
+    """
+    for candidate in (value, *fallbacks):
+        if candidate is not UNSET and candidate is not None:
+            return candidate
+    return default
 
 
 @dataclass(frozen=True, slots=True)

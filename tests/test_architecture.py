@@ -6,8 +6,13 @@
   functions and under ``TYPE_CHECKING`` too), ``from pkg import mod`` is an edge to the submodule when
   ``mod`` is one, and a package's ``__init__`` is a module of its own;
 - imports flow ``cli → loaders → service``, never back;
-- ``service/`` root holds at most 10 modules;
-- every module path ``docs/architecture.md`` names exists.
+- ``service/``'s root holds the kernel only (at most 5 modules, ``__init__`` counted); ``service/api/``'s root at
+  most 10 besides its ``__init__``;
+- ``service/api/`` has a folder per front end (a wing): no wing imports another, ``middleware/`` (plumbing)
+  imports no wing, and of ``api/``'s root modules only ``app.py`` (which mounts them) does; no module that
+  defines a ``router`` imports another that does;
+- every module path ``docs/architecture.md`` names exists, and its tables of packages and of which package
+  imports which are the code's.
 """
 
 from __future__ import annotations
@@ -145,9 +150,113 @@ def test_imports_flow_from_cli_to_loaders_to_service() -> None:
     assert upward_imports(import_graph()) == []
 
 
-def test_service_root_holds_at_most_ten_modules() -> None:
-    root_modules = sorted(p.name for p in (ROOT / "service").glob("*.py") if p.name != "__init__.py")
-    assert len(root_modules) <= 10, root_modules
+def test_service_root_holds_the_kernel_only() -> None:
+    root_modules = sorted(p.name for p in (ROOT / "service").glob("*.py"))
+    assert len(root_modules) <= 5, root_modules
+    api_root = sorted(p.name for p in (ROOT / "service" / "api").glob("*.py") if p.name != "__init__.py")
+    assert len(api_root) <= 10, api_root
+
+
+API = "hopsearch.service.api"
+PLUMBING = "middleware"
+
+
+def wing_of(name: str, known: Mapping[str, Path]) -> str | None:
+    """The folder of ``service/api/`` that holds module ``name`` (``es``, ``openai``, …, ``middleware``), or None."""
+    parts = name.split(".")
+    if not name.startswith(API + "."):
+        return None
+    return parts[3] if len(parts) > 4 or known[name].name == "__init__.py" else None
+
+
+def wing_imports(graph: Mapping[str, set[str]], known: Mapping[str, Path]) -> list[str]:
+    """Imports that break the wings rule (see the module docstring)."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        if not name.startswith(API):
+            continue
+        mine = wing_of(name, known)
+        for target in sorted(targets):
+            theirs = wing_of(target, known)
+            if theirs is None or theirs == mine or (theirs == PLUMBING and mine is not None):
+                continue
+            if mine is None and name in (API, f"{API}.app"):
+                continue  # the app mounts every wing
+            found.append(f"{name} imports {target}")
+    return found
+
+
+def routers(root: Path = ROOT) -> set[str]:
+    """The modules that define a module-level ``router`` (route modules)."""
+    found = set()
+    for name, path in modules(root).items():
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "router" for t in node.targets):
+                found.add(name)
+    return found
+
+
+def test_no_wing_imports_another_and_no_route_module_another() -> None:
+    known = modules()
+    graph = import_graph()
+    wings = {wing_of(name, known) for name in known} - {None}
+    assert {"es", "openai", "mcp", "proxy", PLUMBING} <= wings
+    assert wing_imports(graph, known) == []
+    route_modules = routers()
+    assert len(route_modules) >= 5
+    assert [f"{a} imports {b}" for a in sorted(route_modules) for b in sorted(graph[a] & route_modules)] == []
+
+
+def unit_of(name: str, known: Mapping[str, Path]) -> str:
+    """The row a module belongs to in the doc's tables: ``cli``, ``loaders``, ``root`` (``service/``'s own
+    modules), a package of ``service/`` by its folder (``retrieval``), ``api`` (its root) or ``api/<wing>``."""
+    parts = name.split(".")
+    if parts[1] != "service":
+        return parts[1]
+    if len(parts) == 2 or (len(parts) == 3 and known[name].name != "__init__.py"):
+        return "root"
+    if parts[2] != "api":
+        return parts[2]
+    wing = wing_of(name, known)
+    return f"api/{wing}" if wing else "api"
+
+
+def unit_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    known = modules(root)
+    units: dict[str, set[str]] = {unit_of(name, known): set() for name in known}
+    for name, targets in import_graph(root).items():
+        mine = unit_of(name, known)
+        units[mine] |= {unit_of(target, known) for target in targets} - {mine}
+    return units
+
+
+def documented_imports(text: str) -> dict[str, set[str]]:
+    """The rows of the doc's "Which package imports which" table: each package named in the first cell →
+    the names in the second (``service/retrieval/`` → ``retrieval``; ``service/api/es/`` → ``api/es``)."""
+    section = text.split("## Which package imports which", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0].startswith("`"):
+            continue
+        imported = {name.strip() for name in cells[1].split(",") if name.strip() and name.strip() != "—"}
+        for path in re.findall(r"`([^`]+)`", cells[0]):
+            unit = "root" if path == "service/*.py" else path.removeprefix("service/").strip("/")
+            table[unit] = imported
+    return table
+
+
+def test_the_architecture_doc_tables_are_the_code() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    actual = unit_graph()
+    assert documented_imports(text) == actual
+    listed = text.split("## Packages of `service/`", 1)[1].split("\n## ", 1)[0]
+    packages = set(re.findall(r"^\| `service/([\w/]+)/` \|", listed, flags=re.M))
+    real = {p.parent.relative_to(ROOT / "service").as_posix() for p in (ROOT / "service").glob("*/__init__.py")}
+    real |= {
+        p.parent.relative_to(ROOT / "service").as_posix() for p in (ROOT / "service" / "api").glob("*/__init__.py")
+    }
+    assert packages == real
 
 
 def test_every_module_path_in_the_architecture_doc_exists() -> None:

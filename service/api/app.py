@@ -20,7 +20,7 @@ from hopsearch.service.api.es import ask, keys, routes, ui
 from hopsearch.service.api.mcp import tools as mcp_tools
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
-from hopsearch.service.api.middleware.mcp_path import McpPath
+from hopsearch.service.api.middleware.mcp_path import MOUNT, McpPath
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.openai import chat as openai_chat
 from hopsearch.service.api.openai.models import OpenAIErrorEnvelope
@@ -98,7 +98,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(openai_chat.router)
     app.include_router(ui.router)
     app.include_router(keys.router)
-    app.mount(mcp_tools.MOUNT, mcp_app)
+    app.mount(MOUNT, mcp_app)
     _install_handlers(app, state)
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
     app.add_middleware(Gate, state=state, routes=app.router.routes)

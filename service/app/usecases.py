@@ -23,6 +23,7 @@ from hopsearch.service.requests import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_POLICY,
     DEFAULT_STRATEGY,
+    UNSET,
     AskOptions,
     AskRequest,
     Budget,
@@ -30,10 +31,12 @@ from hopsearch.service.requests import (
     Query,
     RetrievalPolicy,
     SearchRequest,
+    Unset,
     check_hops,
     check_k,
     check_text,
     default_k,
+    given_or,
 )
 from hopsearch.service.retrieval import EsRetriever
 from hopsearch.service.retrieval.filters import parse_filters, refused_filter
@@ -84,7 +87,7 @@ async def passages_index(runtime: Runtime, caller: Caller, name: str | None) -> 
     check_index(caller, index)
     if re.fullmatch(rf"{re.escape(settings.passages_alias)}(?:-v\d{{1,6}})?", index):
         return index
-    missing = IndexMissing(f"no such index [{index}]", details={"index": index})
+    missing = IndexMissing(f"no such passages index or alias [{index}]", details={"index": index})
     if index.startswith(f"{settings.index_prefix}-"):
         raise missing  # hopsearch's other indices are not passages
     if await runtime.store.attachment(index) is None:
@@ -128,61 +131,64 @@ async def ask_request(
     question: str,
     *,
     caller: Caller,
-    strategy: str | None = None,
+    strategy: str | Unset | None = UNSET,
     index: str | None = None,
     filters: Sequence[Mapping[str, Any]] | None = (),
-    k: int | None = None,
-    retrieval_mode: RetrievalMode | None = None,
-    hops: int | None = None,
-    seed: bool | None = None,
-    mode: RetrievalPolicy | None = None,
-    max_depth: int | None = None,
-    max_tokens: int | None = None,
-    budget: Budget | None = None,
-    demonstrations: str = "",
-    repeat_guard: bool = True,
+    k: int | Unset | None = UNSET,
+    retrieval_mode: RetrievalMode | Unset | None = UNSET,
+    hops: int | Unset | None = UNSET,
+    seed: bool | Unset | None = UNSET,
+    mode: RetrievalPolicy | Unset | None = UNSET,
+    max_depth: int | Unset | None = UNSET,
+    max_tokens: int | Unset | None = UNSET,
+    budget: Budget | Unset | None = UNSET,
+    demonstrations: str | Unset | None = UNSET,
+    repeat_guard: bool | Unset | None = UNSET,
     namespace: str | None = None,
     options: AskOptions | None = None,
     fields: Fields = ASK_FIELDS,
 ) -> AskRequest:
-    """The checked request of one question. ``options`` (the Python API's) fill what is not given one by one.
-    Checks the question's length, the strategy, k (``api_max_k``), the filters (a 400 naming the field) and
-    that the passages ``index`` (default: the settings' alias) exists; the retrieval mode defaults to the
-    index's (:meth:`Runtime.retrieval_mode`), the namespace to the caller's key's (else the ``outline_namespace``
-    setting; only admins may name one)."""
+    """Build the checked request of one question.
+
+    A value not given (:data:`~hopsearch.service.requests.UNSET`, or None from a body's optional field) is taken
+    from ``options`` (the Python API's), else from the settings or the default. Checks the question's length,
+    the strategy, k (``api_max_k``), the filters (a 400 naming the field) and the passages ``index`` (default:
+    the settings' alias; :func:`passages_index`); the retrieval mode defaults to the index's
+    (:meth:`Runtime.retrieval_mode`), the namespace to the caller's key's (else the ``outline_namespace``
+    setting; only admins may name one).
+    """
     settings = runtime.settings
     index = await passages_index(runtime, caller, index)
+    # the Python API's options fill, one by one, what the call does not give
     given = {f.name: getattr(options, f.name) for f in dataclass_fields(AskOptions)} if options is not None else {}
     check_text(question, settings.api_max_question_chars, fields.text)
-    strategy = strategy or DEFAULT_STRATEGY
-    if strategy not in STRATEGIES:
+    chosen_strategy = given_or(strategy, default=DEFAULT_STRATEGY)
+    if chosen_strategy not in STRATEGIES:
         raise RequestInvalid(f"unknown strategy; one of {', '.join(sorted(STRATEGIES))}", field=fields.strategy)
-    k = k if k is not None else given.get("k") or default_k(strategy)
-    check_k(k, settings.api_max_k, fields.k)
-    hops = hops if hops is not None else given.get("hops", settings.hops)
-    check_hops(hops, fields.hops)
-    if seed is None:  # else the ``seed`` setting; None there too: the strategy's default
-        seed = given.get("seed") if given.get("seed") is not None else settings.seed
+    chosen_k = given_or(k, given.get("k"), default=default_k(chosen_strategy))
+    check_k(chosen_k, settings.api_max_k, fields.k)
+    chosen_hops = given_or(hops, given.get("hops"), default=settings.hops)
+    check_hops(chosen_hops, fields.hops)
     scope = _scope(runtime, index, caller, filters, fields.filters, "ask")
     await runtime.store.require_passages(scope.index)
-    if retrieval_mode is None:
-        retrieval_mode = given.get("retrieval_mode") or await runtime.retrieval_mode(strategy, scope.index)
+    chosen_mode = given_or(retrieval_mode, given.get("retrieval_mode"), default=None)
     chosen = AskOptions(
-        mode=mode or given.get("mode") or DEFAULT_POLICY,
-        max_depth=max_depth or given.get("max_depth") or DEFAULT_DEPTH,
-        k=k,
-        retrieval_mode=retrieval_mode,
-        hops=hops,
-        seed=seed,
-        max_tokens=max_tokens or given.get("max_tokens") or DEFAULT_MAX_TOKENS,
-        budget=budget or given.get("budget") or Budget(),
-        demonstrations=demonstrations or given.get("demonstrations") or "",
-        repeat_guard=repeat_guard and given.get("repeat_guard", True),
+        mode=given_or(mode, given.get("mode"), default=DEFAULT_POLICY),
+        max_depth=given_or(max_depth, given.get("max_depth"), default=DEFAULT_DEPTH),
+        k=chosen_k,
+        retrieval_mode=chosen_mode or await runtime.retrieval_mode(chosen_strategy, scope.index),
+        hops=chosen_hops,
+        # else the ``seed`` setting; None there too: the strategy's default
+        seed=given_or(seed, given.get("seed"), settings.seed, default=None),
+        max_tokens=given_or(max_tokens, given.get("max_tokens"), default=DEFAULT_MAX_TOKENS),
+        budget=given_or(budget, given.get("budget"), default=Budget()),
+        demonstrations=given_or(demonstrations, given.get("demonstrations"), default=""),
+        repeat_guard=given_or(repeat_guard, given.get("repeat_guard"), default=True),
     )
     return AskRequest(
         question,
         scope,
-        strategy=strategy,
+        strategy=chosen_strategy,
         options=chosen,
         namespace=bound_namespace(caller, namespace, settings.outline_namespace) or settings.outline_namespace,
         index_note=schema_note(scope.index, await runtime.store.index_meta(scope.index), scope.acl_default),

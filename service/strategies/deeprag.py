@@ -159,55 +159,59 @@ class DeepRAG(RecordedStrategy):
             self.llm, transcript, stops, max_tokens=tokens, deadline=deadline, fallback=fallback, extra=extra
         )
 
-    async def _answer_line(
+    async def _intermediate_line(
+        self, context: RunContext, question: str, transcript: str, chat: bool, depth: int
+    ) -> str:
+        """Generate the intermediate answer after its marker and return the transcript with it."""
+        done = await self._generate(context, question, transcript, ("\n",), chat)
+        line = done.text.split("\n", 1)[0].rstrip()
+        context.recorder.add(Step.from_completion("answer", done, depth=depth, prompt_chars=len(transcript)))
+        return transcript + line
+
+    async def _final_line(
         self,
         context: RunContext,
         question: str,
         transcript: str,
         chat: bool,
         depth: int,
-        decided_by: str | None = None,
-        *,
-        final: bool = False,
-        evidence: str = "",
-    ) -> tuple[str, str]:
-        """Generate one answer line after a marker; returns (transcript, answer). ``decided_by``
-        marks a final answer forced without the model's marker (the depth limit); the ``final`` answer
-        is constrained to the question's type where the server allows it (:func:`guided_answer`), then
-        cleaned and fitted to it (:func:`typed_final`); ``evidence``: the passages it comes from (dates)."""
-        how: dict[str, Any] = {}
-        if final:
+        decided_by: str | None,
+        evidence: str,
+    ) -> str:
+        """Generate the final answer after its marker and return it, typed to the question.
 
-            async def generate(extra: Mapping[str, Any]) -> Completion:
-                return await self._generate(context, question, transcript, ("\n",), chat, extra)
+        It is constrained to the question's type where the server allows it (:func:`guided_answer`), then cleaned
+        and fitted to it (:func:`typed_final`). ``decided_by`` marks a final answer forced without the model's
+        marker (the depth limit, a repeat); ``evidence`` is the passages it comes from (for dates).
+        """
 
-            prompt = None if chat else transcript
-            done, how = await guided_answer(
-                self.llm,
-                question,
-                generate,
-                prompt=prompt,
-                deadline=context.deadline,
-                compare=False,
-                evidence=evidence,
-                model_types=context.answer_type_model,
-            )
-        else:
-            done = await self._generate(context, question, transcript, ("\n",), chat)
+        async def generate(extra: Mapping[str, Any]) -> Completion:
+            return await self._generate(context, question, transcript, ("\n",), chat, extra)
+
+        done, how = await guided_answer(
+            self.llm,
+            question,
+            generate,
+            prompt=None if chat else transcript,
+            deadline=context.deadline,
+            compare=False,
+            evidence=evidence,
+            model_types=context.answer_type_model,
+        )
         line = done.text.split("\n", 1)[0].rstrip()
-        forced = decided_by is not None
-        answer, fields = typed_final(question, line.strip(), how) if final else (line.strip(), {})
+        answer, fields = typed_final(question, line.strip(), how)
+        decision = "final" if decided_by is not None else None
         step = Step.from_completion(
             "answer",
             done,
             depth=depth,
             prompt_chars=len(transcript),
-            decision="final" if forced else None,
+            decision=decision,
             decided_by=decided_by,
             **fields,
         )
         context.recorder.add(step)
-        return transcript + line, answer
+        return answer
 
     async def _run(self, context: RunContext, question: str) -> tuple[str, Sequence[Citation]]:
         options = context.options
@@ -223,7 +227,7 @@ class DeepRAG(RecordedStrategy):
             transcript += f"\n{FOLLOW_UP} {follow}\n{SEARCH_LINE}\n{context_line(context.seeded)}"
             cited.extend(context.seeded)
             asked[normalise_query(follow)] = 0
-            transcript, _ = await self._answer_line(context, question, transcript + INTERMEDIATE, chat, 0)
+            transcript = await self._intermediate_line(context, question, transcript + INTERMEDIATE, chat, 0)
         for depth in range(1, max_depth + 1):
             generated = await self._generate(context, question, transcript, STOPS, chat)
             decision, how = decide(generated, options, context.may_retrieve())
@@ -254,17 +258,16 @@ class DeepRAG(RecordedStrategy):
                 hits = await context.retrieve(cut_query(query), depth=depth, k=PASSAGES)
                 cited.extend(hits)
                 transcript += f"\n{SEARCH_LINE}\n{context_line(hits)}"
-            transcript, _ = await self._answer_line(context, question, transcript + INTERMEDIATE, chat, depth)
+            transcript = await self._intermediate_line(context, question, transcript + INTERMEDIATE, chat, depth)
         else:
             forced = "depth-limit"
-        transcript, final = await self._answer_line(
+        final = await self._final_line(
             context,
             question,
             transcript + FINAL,
             chat,
             max_depth,
             decided_by=forced,
-            final=True,
             evidence=context_line(cited),  # the passages only: the demonstrations hold dates too
         )
         return final, citations_of(cited)

@@ -31,7 +31,6 @@ from hopsearch.service.types import RetrievalMode
 
 T = TypeVar("T")
 #: Where ``hopsearch serve`` offers the tools as streamable HTTP.
-MOUNT = "/_mcp"
 INDEX_DOC = "The passages index or alias (default: the service's passages alias)."
 FILTERS_DOC = (
     "Metadata filters: term, terms, range, exists, and/or/not over source, path, doc_id, "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from hopsearch.service.api.mcp.tools import MOUNT
+#: Where the MCP wing's app is mounted (:mod:`hopsearch.service.api.mcp.tools`).
+MOUNT = "/_mcp"
 
 
 class McpPath:
