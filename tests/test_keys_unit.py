@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hopsearch.service.api.limits import KeyLimiter
+from hopsearch.service.api.limits import Accounts, KeyLimiter
 from hopsearch.service.api.middleware.gate import loopback_host, loopback_origin, route_action
 from hopsearch.service.api.proxy.forwarder import carries_key
 from hopsearch.service.auth.records import KeyLimits
@@ -88,12 +88,12 @@ def test_a_keys_window_refuses_past_its_limit_and_opens_again() -> None:
 def test_concurrent_asks_per_key() -> None:
     limiter = KeyLimiter()
     limiter.request("k", KeyLimits(concurrent_asks=1))
-    limiter.admit_ask("k")
+    limiter.admit_ask(Accounts(key="k"))
     with pytest.raises(TooManyRequests, match=r"\[k\] has 1 questions in flight"):
-        limiter.admit_ask("k")
-    limiter.release_ask("k")
-    limiter.admit_ask("k")
-    limiter.admit_ask(None)  # an admin: no key limit
+        limiter.admit_ask(Accounts(key="k"))
+    limiter.release_ask(Accounts(key="k"))
+    limiter.admit_ask(Accounts(key="k"))
+    limiter.admit_ask(Accounts())  # an admin: no key limit
 
 
 def test_stored_secrets_are_never_passed_to_the_cluster() -> None:

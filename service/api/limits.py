@@ -1,7 +1,9 @@
-"""Per-key limits: requests per minute (a sliding window of the last 60 s; a ``/retrieve`` batch counts
-one request per query) and questions in flight. Requests per minute are shared by the workers of one
-``serve --workers N`` (:mod:`~.shared_limits`); questions in flight are each process's own. A refusal is
-a 429 with ``Retry-After``."""
+"""Per-caller limits: requests per minute (a sliding window of the last 60 s; a ``/retrieve`` batch counts
+one request per query) and questions in flight, counted in the caller's :class:`Accounts`: its API key's
+(by the key's name) and, for a user someone vouches for, the user's own (by its owner: an IdP user's
+``idp:<issuer>/sub:<sub>``, a back end's end user's ``key:<key>/sub:<sub>``). Requests per minute are
+shared by the workers of one ``serve --workers N`` (:mod:`~.shared_limits`); questions in flight are each
+process's own. A refusal is a 429 with ``Retry-After``."""
 
 from __future__ import annotations
 
@@ -9,19 +11,64 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from hopsearch.service.access import Caller, owner_id
 from hopsearch.service.api.shared_limits import SharedWindows
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import TooManyRequests
 
 WINDOW_S = 60.0
-#: Keys whose windows are kept (the memory is emptied when full; a key then starts a fresh window).
+#: Accounts whose windows are kept (when full, the windows of the last minute stay, the rest are dropped;
+#: where every one is of the last minute, the memory is emptied and each account starts a fresh window).
 MAX_KEYS = 10_000
+#: No limits of its own (a key's user: its key's fair share only).
+UNLIMITED = KeyLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    """Where a caller's requests and questions count: ``key``, its API key's name (the key's stored
+    limits), and ``user``, the owner a key or the IdP vouches for (its ``user_limits``; a key's user also
+    gets a fair share of the key's questions in flight, the key's total still capping it). None: not
+    counted there (an admin counts nowhere)."""
+
+    key: str | None = None
+    user: str | None = None
+    user_limits: KeyLimits = UNLIMITED
+
+
+def accounts_of(caller: Caller, user_limits: KeyLimits) -> Accounts:
+    """The accounts of ``caller``, keyed by its owner, never by the credential it came with: a key used
+    directly counts as the key; a user the key vouches for (a token the key signed, or any other way a key
+    names its user) as the key and as the user (no limits of its own, a fair share of the key's); a user
+    no key vouches for (the IdP's) as the user, with ``user_limits`` (``idp_per_minute``,
+    ``idp_concurrent_asks``)."""
+    if caller.admin:
+        return Accounts()
+    if caller.key is None:
+        return Accounts(user=caller.owner, user_limits=user_limits)
+    vouched = caller.owner is not None and caller.owner != owner_id("key", caller.key)
+    return Accounts(key=caller.key, user=caller.owner if vouched else None)
+
+
+#: Counted nowhere (an admin).
+NOWHERE = Accounts()
+
+
+def _who(account: str) -> str:
+    """An account as a refusal names it (a key's name has no ``:``, an owner always has one)."""
+    return f"user [{account}]" if ":" in account else f"key [{account}]"
+
+
+def _lowest(*limits: int | None) -> int | None:
+    named = [limit for limit in limits if limit is not None]
+    return min(named) if named else None
 
 
 class KeyLimiter:
     """``shared``: the windows of every worker of one ``serve`` (:mod:`~.shared_limits`); None: this
-    process's own."""
+    process's own. An account is a key's name or an owner (:class:`Accounts`)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, shared: SharedWindows | None = None) -> None:
         self._clock = clock
@@ -33,22 +80,29 @@ class KeyLimiter:
     def limits(self, key: str | None) -> KeyLimits:
         return self._limits.get(key, KeyLimits()) if key is not None else KeyLimits()
 
+    def count(self, accounts: Accounts, key_limits: KeyLimits | None = None, count: int = 1) -> None:
+        """Counts ``count`` requests in each of the caller's accounts: the user's, then the key's
+        (``key_limits``; None: those it was last counted with); 429 from the first that is full."""
+        if accounts.user is not None:
+            self.request(accounts.user, accounts.user_limits, count)
+        if accounts.key is not None:
+            self.request(accounts.key, key_limits if key_limits is not None else self.limits(accounts.key), count)
+
     def request(self, key: str, limits: KeyLimits, count: int = 1) -> None:
-        """Counts ``count`` requests of ``key`` (a ``/retrieve`` batch counts each query); 429 where they
-        would pass its ``per_minute`` requests of the last minute (none of them is counted then)."""
+        """Counts ``count`` requests of the account ``key`` (a ``/retrieve`` batch counts each query); 429
+        where they would pass its ``per_minute`` requests of the last minute (none of them is counted then)."""
+        now = self._clock()
         if len(self._limits) >= MAX_KEYS and key not in self._limits:
-            self._limits.clear()
-            self._windows.clear()
+            self._make_room(now)
         self._limits[key] = limits
         if limits.per_minute is None or count <= 0:
             return
-        now = self._clock()
         if self._shared is not None:
             wait_s = self._shared.take(key, limits.per_minute, count, now)
             if wait_s is not None:
                 wait = max(1, math.ceil(wait_s))
                 raise TooManyRequests(
-                    f"rejected execution: key [{key}] made its {limits.per_minute} requests of the last minute "
+                    f"rejected execution: {_who(key)} made its {limits.per_minute} requests of the last minute "
                     f"(across this service's workers); retry in {wait}s",
                     details={"retry_after": wait},
                 )
@@ -59,51 +113,84 @@ class KeyLimiter:
         if len(window) + count > limits.per_minute:
             wait = max(1, math.ceil(window[len(window) + count - limits.per_minute - 1] + WINDOW_S - now))
             raise TooManyRequests(
-                f"rejected execution: key [{key}] made {len(window)} requests in the last minute "
+                f"rejected execution: {_who(key)} made {len(window)} requests in the last minute "
                 f"(limit {limits.per_minute}); retry in {wait}s",
                 details={"retry_after": wait},
             )
         window.extend([now] * count)
 
-    def queries(self, key: str | None, count: int) -> None:
-        """Counts the queries of a batch beyond the one request the gate counted (``count`` - 1); a batch of
-        more queries than the key may make in a minute is refused as such (no wait would let it through)."""
-        if key is None or count <= 1:
+    def _make_room(self, now: float) -> None:
+        """Drop the accounts with no request in the last minute (many users each ask once); all of them
+        where every one has."""
+        stale = [k for k in self._limits if not (window := self._windows.get(k)) or window[-1] <= now - WINDOW_S]
+        if len(stale) < len(self._limits) // 2:
+            self._limits.clear()
+            self._windows.clear()
             return
-        limits = self.limits(key)
-        if limits.per_minute is not None and count > limits.per_minute:
-            raise TooManyRequests(
-                f"rejected execution: {count} queries in one request are more than key [{key}]'s limit of "
-                f"{limits.per_minute} a minute: send fewer at a time"
-            )
-        self.request(key, limits, count - 1)
+        for key in stale:
+            self._limits.pop(key, None)
+            self._windows.pop(key, None)
 
-    def admit_ask(self, key: str | None, share: int | None = None) -> None:
-        """One more question of ``key`` in flight; 429 at its ``concurrent_asks``, or at ``share`` (its fair
-        share of the service's questions, :func:`fair_share`) where that is lower or the key names none."""
-        if key is None:
+    def queries(self, accounts: Accounts, count: int) -> None:
+        """Counts the queries of a batch beyond the one request the gate counted (``count`` - 1) in the
+        caller's accounts; a batch of more queries than an account may make in a minute is refused as such
+        (no wait would let it through)."""
+        if count <= 1:
             return
-        own = self.limits(key).concurrent_asks
-        limit = min(own, share) if own is not None and share is not None else own if own is not None else share
-        held = self._asks.get(key, 0)
+        named = [(accounts.user, accounts.user_limits), (accounts.key, self.limits(accounts.key))]
+        for account, limits in named:
+            if account is not None and limits.per_minute is not None and count > limits.per_minute:
+                raise TooManyRequests(
+                    f"rejected execution: {count} queries in one request are more than {_who(account)}'s limit "
+                    f"of {limits.per_minute} a minute: send fewer at a time"
+                )
+        self.count(accounts, None, count - 1)
+
+    def admit_ask(self, accounts: Accounts, share: int | None = None) -> None:
+        """One more question of the caller in flight; 429 where an account is full: the key at its
+        ``concurrent_asks``, or at ``share`` (its fair share of the service's questions, :func:`fair_share`)
+        where that is lower or the key names none; a user at its own ``concurrent_asks`` or its fair share
+        (of its key's questions in flight where a key vouches for it, else of the service's)."""
+        held: list[str] = []
+        key_limit: int | None = None
+        if accounts.key is not None:
+            own = self.limits(accounts.key).concurrent_asks
+            key_limit = _lowest(own, share)
+            which = "its limit" if key_limit == own else "its fair share of api_max_concurrent_asks"
+            self._check(accounts.key, key_limit, which)
+            held.append(accounts.key)
+        if accounts.user is not None:
+            own = accounts.user_limits.concurrent_asks
+            user_share, of = share, "api_max_concurrent_asks"
+            if accounts.key is not None:
+                user_share = fair_share(key_limit) if key_limit is not None else None
+                of = f"key [{accounts.key}]'s questions"
+            user_limit = _lowest(own, user_share)
+            self._check(accounts.user, user_limit, "its limit" if user_limit == own else f"its fair share of {of}")
+            held.append(accounts.user)
+        for account in held:
+            self._asks[account] = self._asks.get(account, 0) + 1
+
+    def _check(self, account: str, limit: int | None, which: str) -> None:
+        held = self._asks.get(account, 0)
         if limit is not None and held >= limit:
-            which = "its limit" if limit == own else "its fair share of api_max_concurrent_asks"
             raise TooManyRequests(
-                f"rejected execution: key [{key}] has {held} questions in flight ({which}: {limit}); retry later"
+                f"rejected execution: {_who(account)} has {held} questions in flight ({which}: {limit}); retry later"
             )
-        self._asks[key] = held + 1
 
-    def release_ask(self, key: str | None) -> None:
-        if key is None:
-            return
-        held = self._asks.get(key, 0) - 1
-        if held > 0:
-            self._asks[key] = held
-        else:
-            self._asks.pop(key, None)
+    def release_ask(self, accounts: Accounts) -> None:
+        for account in (accounts.key, accounts.user):
+            if account is None:
+                continue
+            held = self._asks.get(account, 0) - 1
+            if held > 0:
+                self._asks[account] = held
+            else:
+                self._asks.pop(account, None)
 
 
 def fair_share(slots: int) -> int:
-    """The questions one key may have in flight of the service's ``slots``: half, rounded up, so one key
-    never holds every slot (``api_max_concurrent_asks`` 8: 4; 1: 1)."""
+    """The questions one account may have in flight of ``slots`` (the service's, or a key's for its
+    users): half, rounded up, so one key (or one user) never holds every slot (``api_max_concurrent_asks``
+    8: 4; 1: 1)."""
     return max(1, math.ceil(slots / 2))

@@ -13,7 +13,7 @@ from fastapi import Path, Request
 
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
-from hopsearch.service.api.limits import KeyLimiter, fair_share
+from hopsearch.service.api.limits import NOWHERE, Accounts, KeyLimiter, accounts_of, fair_share
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.models import AskRequest as AskBody
 from hopsearch.service.api.responses import Redactor
@@ -22,7 +22,7 @@ from hopsearch.service.app import usecases
 from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.groups import EsGroups
 from hopsearch.service.auth.keys import KeyStore
-from hopsearch.service.auth.records import TokenVerifier
+from hopsearch.service.auth.records import KeyLimits, TokenVerifier
 from hopsearch.service.auth.tokens import JwtVerifier, token_verifier
 from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings
@@ -39,9 +39,9 @@ IndexName = Annotated[str, Path(min_length=1, max_length=255, description="The p
 class AskSlot:
     """One admitted question; :meth:`release` is idempotent (a stream and its cleanup both call it)."""
 
-    def __init__(self, state: ApiState, key: str | None = None) -> None:
+    def __init__(self, state: ApiState, accounts: Accounts = NOWHERE) -> None:
         self._state = state
-        self._key = key
+        self._accounts = accounts
         self._held = True
 
     def release(self) -> None:
@@ -49,7 +49,7 @@ class AskSlot:
             self._held = False
             self._state.asks_in_flight -= 1
             self._state.metrics.asks_in_flight.dec()
-            self._state.limiter.release_ask(self._key)
+            self._state.limiter.release_ask(self._accounts)
 
 
 class ApiState:
@@ -60,9 +60,11 @@ class ApiState:
         self.hit_sources = HitSources(settings)
         self.keys = [key.get_secret_value().encode() for key in settings.api_keys]
         self.asks_in_flight = 0
-        #: Per-key limits (requests per minute shared by the workers of one ``serve``, questions in flight).
+        #: Per-key and per-user limits (requests per minute shared by the workers of one ``serve``,
+        #: questions in flight), and each IdP user's (:meth:`accounts`).
         shared = SharedWindows(settings.api_shared_limits_file) if settings.api_shared_limits_file else None
         self.limiter = KeyLimiter(shared=shared)
+        self.user_limits = KeyLimits(settings.idp_concurrent_asks, settings.idp_per_minute)
         #: The verifier of end-user tokens (JWTs sent as ``Bearer``): back ends' tokens, checked against the
         #: stored keys, and the IdP's where ``idp_issuer`` is set. None: none are accepted (an embedding
         #: program may set its own).
@@ -119,23 +121,29 @@ class ApiState:
             fields=fields,
         )
 
+    def accounts(self, caller: Caller) -> Accounts:
+        """Where ``caller``'s requests and questions count: its key's and its owner's (:func:`accounts_of`)."""
+        return accounts_of(caller, self.user_limits)
+
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
-        """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the caller's key's
-        own limit of questions in flight or its fair share of the service's (half, :func:`fair_share`)."""
+        """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the limit of
+        questions in flight of one of the caller's accounts (:meth:`accounts`): its key's own or its fair
+        share of the service's (half, :func:`fair_share`), its user's own or fair share (of the key's, or of
+        the service's for a user no key vouches for)."""
         limit = self.settings.api_max_concurrent_asks
         if self.asks_in_flight >= limit:
             raise TooManyRequests(
                 f"rejected execution: {self.asks_in_flight} questions in flight (limit {limit}); retry later"
             )
-        key = caller.key if caller is not None and not caller.admin else None
+        accounts = self.accounts(caller) if caller is not None else NOWHERE
         try:
-            self.limiter.admit_ask(key, fair_share(limit))
+            self.limiter.admit_ask(accounts, fair_share(limit))
         except TooManyRequests:
             self.metrics.audit("rate_limited")
             raise
         self.asks_in_flight += 1
         self.metrics.asks_in_flight.inc()
-        return AskSlot(self, key)
+        return AskSlot(self, accounts)
 
     async def answer(
         self, request: AskRequest, *, slot: AskSlot | None = None, on_step: StepListener | None = None

@@ -480,6 +480,18 @@ class Settings(BaseSettings):
         default_factory=lambda: list[IdpAction](["search", "ask", "outlines", "traces"]),
         description="What IdP users may do (`search`, `ask`, `outlines`, `traces`; never `admin`), comma-separated.",
     )
+    idp_per_minute: int | None = Field(
+        None,
+        ge=1,
+        description="Requests one IdP user may make a minute (each user counted apart, by issuer and subject; "
+        "shared by the workers of one `serve`; a key's `per_minute` for IdP users); unset: no limit, as for a key.",
+    )
+    idp_concurrent_asks: int | None = Field(
+        None,
+        ge=1,
+        description="`_ask` requests one IdP user may have in flight (a key's `concurrent_asks` for IdP users); "
+        "unset, or more: each user's fair share, half of `api_max_concurrent_asks` (rounded up), as for a key.",
+    )
     groups_cache_s: float = Field(
         2.0,
         ge=0,

@@ -12,7 +12,8 @@
   long as its ``Host`` (and ``Origin``, where sent) is a loopback name — anything else is 403 (a page
   of another site reaching a local service through DNS rebinding).
 - Scopes: a key's actions per route (:func:`route_action`; 403 naming the action), ``/_metrics`` and
-  ``/_keys`` for admins only; its requests per minute (429 with ``Retry-After``). ``/v1`` (OpenAI's face)
+  ``/_keys`` for admins only; its requests per minute, and its user's (an IdP user's, a back end's end
+  user's: :func:`~hopsearch.service.api.limits.accounts_of`), 429 with ``Retry-After``. ``/v1`` (OpenAI's face)
   needs ``ask``; its refusals take OpenAI's error shape (:mod:`~hopsearch.service.api.openai.errors`).
 - Body size: a ``Content-Length`` over the limit → 413 before the body is read; a chunked body is
   counted as it arrives and cut off with 413 as soon as it passes the limit. A body that has not all
@@ -185,10 +186,8 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
         except (AuthenticationError, AuthorizationError) as exc:
             exc.details.update(REFUSED_CREDENTIAL)
             raise refused(state, "token_refused", exc) from None
-        if caller.key is not None:
-            record = await (await state.key_store()).by_name(caller.key)
-            if record is not None:
-                _count(state, caller, record.limits)
+        record = await (await state.key_store()).by_name(caller.key) if caller.key is not None else None
+        _count(state, caller, record.limits if record is not None else None)
         return caller
     record = await (await state.key_store()).by_secret(token.decode("latin-1"))
     refusal = key_refusal(record, datetime.now(UTC))
@@ -200,11 +199,11 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
     return caller
 
 
-def _count(state: ApiState, caller: Caller, limits: KeyLimits) -> None:
-    if caller.key is None:
-        return
+def _count(state: ApiState, caller: Caller, limits: KeyLimits | None) -> None:
+    """Count one request of ``caller`` in its accounts (its key's, with ``limits``; its owner's): the
+    per-minute limits of keys and of users alike."""
     try:
-        state.limiter.request(caller.key, limits)
+        state.limiter.count(state.accounts(caller), limits)
     except TooManyRequests as exc:
         raise refused(state, "rate_limited", exc, caller) from None
 
@@ -321,8 +320,7 @@ class Gate:
                 caller, limits = await (await self.state.viewer_sessions()).caller(session)
             except (AuthenticationError, AuthorizationError) as exc:
                 raise refused(self.state, "viewer_refused", exc) from None
-            if limits is not None:
-                _count(self.state, caller, limits)
+            _count(self.state, caller, limits)
             return caller
         return await authenticate(self.state, scope, headers.get(b"authorization"))
 

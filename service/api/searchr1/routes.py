@@ -78,7 +78,7 @@ async def retrieve_batch(request: Request, body: SearchR1Request) -> OrjsonRespo
     runtime = await state.runtime()
     queries = [Query(text, k=topk, mode=mode, hops=body.hops) for text in body.queries]
     caller = caller_of(request.scope)
-    state.limiter.queries(caller.key, len(queries))  # each query counts against the key's per_minute
+    state.limiter.queries(state.accounts(caller), len(queries))  # each query counts against per_minute
     index = body.index or None
     search = await usecases.search_request(runtime, queries, caller=caller, index=index, fields=SEARCH_R1)
     results = await usecases.search(runtime, search)
