@@ -19,27 +19,31 @@ class Block:
 _SENTENCE_END = "。！？!?"
 _BULLETS = "・●○■□◆◇※＊*-‐－" + "0123456789０１２３４５６７８９"
 _SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is written on purpose: kept
+_UNTIDY = re.compile(r"[^\S ]|  |^ | $")  # whitespace that collapse() would change in ASCII text
 
 
 def _join(parts: list[str], *, lines: bool) -> str:
     """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
     words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
     a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
-    out = parts[0] if parts else ""
-    width = max(map(len, parts), default=0)
-    previous = out
+    if not parts:
+        return ""
+    out = [parts[0]]  # pieces joined once at the end: adding to one string is quadratic in the worst case
+    width = max(map(len, parts))
+    last, previous = parts[0][-1:], parts[0]
     for part in parts[1:]:
-        if not (is_cjk(out[-1]) and is_cjk(part[0])):
-            out += " " + part
-        elif lines and (out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
-            out += "\n" + part
-        else:
-            out += part
-        previous = part
-    return out
+        if not (is_cjk(last) and is_cjk(part[0])):
+            out.append(" ")
+        elif lines and (last in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
+            out.append("\n")
+        out.append(part)
+        last, previous = part[-1], part
+    return "".join(out)
 
 
 def collapse(text: str) -> str:
     """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
+    if text.isascii() and not _UNTIDY.search(text):
+        return text  # already one line with single spaces (most CSV cells): nothing to do
     lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
     return _join([line for line in lines if line], lines=True)

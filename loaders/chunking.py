@@ -39,12 +39,14 @@ def _pieces(text: str, max_words: int) -> Iterator[list[str]]:
     current: list[str] = []
     for sentence in _SENTENCE.split(text):
         sw = sentence.split()
-        while len(sw) > max_words:
+        if len(sw) > max_words:  # cut by position: re-slicing the rest for every piece is quadratic
             if current:
                 yield current
                 current = []
-            yield sw[:max_words]
-            sw = sw[max_words:]
+            whole = (len(sw) - 1) // max_words * max_words  # the rest, 1..max_words, goes on
+            for start in range(0, whole, max_words):
+                yield sw[start : start + max_words]
+            sw = sw[whole:]
         if current and len(current) + len(sw) > max_words:
             yield current
             current = []
@@ -99,9 +101,10 @@ def _sentences_ja(text: str, max_chars: int) -> Iterator[str]:
     """A Japanese paragraph as sentences (each keeps its end mark or line break), none over ``max_chars``."""
     for match in _SENTENCE_JA.finditer(text):
         sentence = match.group()
-        while len(sentence) > max_chars:
-            yield sentence[:max_chars]
-            sentence = sentence[max_chars:]
+        if len(sentence) > max_chars:  # cut by position (re-slicing the rest each time is quadratic)
+            whole = (len(sentence) - 1) // max_chars * max_chars
+            yield from (sentence[start : start + max_chars] for start in range(0, whole, max_chars))
+            sentence = sentence[whole:]
         if sentence.strip():
             yield sentence
 

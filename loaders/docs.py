@@ -8,9 +8,11 @@ vector; a file whose sha matches and whose chunks are all there is skipped, unle
 some of its chunks have no vector (loaded with ``--no-embed``): those are indexed again, with vectors.
 Every vector is written with its model's id (``embedder``), and only vectors of the load's embedder
 count (``Store.check_embedder`` also refuses vectors of another model than the index's). A changed
-file's chunks are overwritten in place (``_id`` = ``<doc_id>-<n>``, ``doc_id`` = SHA-1 of the absolute
-path) and its surplus old chunks are deleted; files under the root that are gone from the tree have all
-their chunks deleted.
+file's chunks are overwritten in place (``_id`` = ``<doc_id>-<n>``, ``doc_id`` = an HMAC-SHA-256 of the
+absolute path keyed by the deployment's secret: :func:`doc_id_of`) and its surplus old chunks are
+deleted; files under the root that are gone from the tree have all their chunks deleted. A file the index
+holds under another id (the SHA-1 of its path, before issue 51) is re-keyed by the next load: sent again
+under its id, its chunks under the old one deleted, once.
 
 Permissions: each chunk carries its file's ``acl`` (``--acl`` and ``.hopsearch-acl.yaml`` sidecars:
 :mod:`hopsearch.loaders.acl`), and the index is asked which principals each file's chunks hold. A file
@@ -26,18 +28,20 @@ the files read.
 Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
 be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
 an unreadable directory — when its library fails on it (a corrupt PDF), when its text cannot be decoded
-with confidence (:mod:`hopsearch.loaders.decode`), when a zip-based file is over the ``zip_max_*``
-limits (a zip bomb, refused before it is inflated), when it yields no text (an empty file), or when its
-name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). A file that cannot be read keeps its earlier
-chunks, if any; one whose bytes were read but yield no text now has them deleted: they are not what the
-file holds. The files under a directory that cannot be listed are unknown, not gone: their chunks stay,
-and the report names the directory (``unreadable_dirs``; the CLI exits non-zero on it).
+with confidence (:mod:`hopsearch.loaders.decode`), when its text is over ``docs_max_text_mb``, when a
+zip-based file is over the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it
+yields no text (an empty file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). A file
+that cannot be read keeps its earlier chunks, if any; one whose bytes were read but yield no text now has them
+deleted: they are not what the file holds. The files under a directory that cannot be listed are unknown, not
+gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero on
+it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import logging
 import os
 import stat
@@ -56,6 +60,7 @@ from hopsearch.loaders.model import LoadOptions, LoadReport, Progress, SourceBat
 from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.target import embedder_of_index
 from hopsearch.loaders.ziplimits import ZipLimits
+from hopsearch.service.auth.deployment import deployment_secret
 from hopsearch.service.errors import HopsearchError, InputError
 from hopsearch.service.outlines.lineage import source
 from hopsearch.service.outlines.purge import index_names, purge_outlines
@@ -73,8 +78,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 State = dict[str, list[tuple[str, int, int | None, int, tuple[str, ...] | None, int]]]
 
 
-def doc_id_of(path: str) -> str:
-    return hashlib.sha1(path.encode()).hexdigest()[:20]
+def doc_id_of(path: str, secret: bytes) -> str:
+    """A file's document id: an HMAC-SHA-256 of its absolute path keyed by the deployment's secret
+    (:mod:`hopsearch.service.auth.deployment`), so that the id does not give the path away."""
+    return hmac.new(secret, path.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def shown(path: str) -> str:
@@ -113,8 +120,15 @@ class DocsSource:
         only: Path | None = None,
         zip_limits: ZipLimits | None = None,
         acls: FolderAcls | None = None,
+        max_text: int | None = None,
+        secret: bytes = b"",
+        held_ids: dict[str, set[str]] | None = None,
     ) -> None:
         self.path = root
+        self.secret = secret  # keys the document ids (:func:`doc_id_of`)
+        self.held_ids = held_ids or {}  # path -> the doc ids its chunks have in the index
+        self.rekeyed: set[str] = set()  # files held under another id (older scheme): re-sent, old chunks deleted
+        self.max_text = max_text  # characters of text one file may yield (``docs_max_text_mb``)
         self.zip_limits = zip_limits or ZipLimits()
         self.state = state
         self.embed = embed
@@ -177,6 +191,14 @@ class DocsSource:
         except OSError as exc:
             raise InputError(f"unreadable: {exc.strerror or exc}") from exc
 
+    def _check_budget(self, chars: int) -> None:
+        """Refuse a file whose text is over the per-file budget (the rest of the folder still loads)."""
+        if self.max_text is not None and chars > self.max_text:
+            raise InputError(
+                f"text of {chars:,} characters is over the per-file budget of {self.max_text:,} "
+                "(docs_max_text_mb): not indexed"
+            )
+
     def _complete(self, sha: str, held_sha: str, present: int, expected: int | None, with_vectors: int) -> bool:
         """Whether the index already holds this version of a file in full (with vectors, if this load embeds)."""
         return held_sha == sha and present == expected and (not self.embed or with_vectors == present)
@@ -217,6 +239,10 @@ class DocsSource:
             acl = self.acls.acl_of(Path(path))
             version = extractor_version(Path(path).suffix)
             unchanged = len(known) == 1 and self._complete(sha, *known[0][:4]) and known[0][5] >= version
+            doc_id = doc_id_of(path, self.secret)
+            if self.held_ids.get(path, {doc_id}) != {doc_id}:
+                self.rekeyed.add(path)
+                unchanged = False  # sent again, whole, under its id: its chunks under the old one go
             if unchanged and known[0][4] == (acl or ()):
                 batch.skipped += 1
                 return
@@ -225,6 +251,7 @@ class DocsSource:
             return
         try:
             title, blocks = extract(Path(path).suffix, data, source=path, limits=self.zip_limits)
+            self._check_budget(sum(len(b.text) for b in blocks))
             lang = detect_lang(" ".join(b.text for b in blocks))
             chunks = chunk_document(blocks, lang, min_words=self.min_words, max_words=self.max_words)
             if not chunks:
@@ -233,7 +260,6 @@ class DocsSource:
             self.unextracted.add(path)
             batch.reject(position, where, exc.reason)
             return
-        doc_id = doc_id_of(path)
         # surplus old chunks go for a re-sent file too (they would keep its old ACL)
         self.changed[path] = len(chunks)
         self.acl_changed += unchanged  # only its ACL changed: the same chunks again, whole, vectors kept
@@ -306,6 +332,30 @@ async def existing_state(
         after = files.get("after_key")
         if not after or not files["buckets"]:
             return state
+
+
+async def held_doc_ids(
+    store: Store, root: Path, index: str | None = None, only: Path | None = None
+) -> dict[str, set[str]]:
+    """The document ids the index holds for each file under ``root`` (one composite aggregation, paged): a
+    file held under another id than its own (an older scheme: SHA-1 of the path) is re-keyed by the load."""
+    name = index or store.settings.passages_alias
+    if not await store.exists(name):
+        return {}
+    where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
+    query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
+    sources = [{"path": {"terms": {"field": "path"}}}, {"doc_id": {"terms": {"field": "doc_id"}}}]
+    held: dict[str, set[str]] = {}
+    after: dict[str, Any] | None = None
+    while True:
+        composite: dict[str, Any] = {"size": 1000, "sources": sources} | ({"after": after} if after else {})
+        response = await store.search(name, {"size": 0, "query": query, "aggs": {"ids": {"composite": composite}}})
+        found = response["aggregations"]["ids"]
+        for bucket in found["buckets"]:
+            held.setdefault(bucket["key"]["path"], set()).add(bucket["key"]["doc_id"])
+        after = found.get("after_key")
+        if not after or not found["buckets"]:
+            return held
 
 
 def _acl_of(bucket: dict[str, Any], count: int) -> tuple[str, ...] | None:
@@ -402,12 +452,34 @@ async def load_docs(
     embedder_id = embedder.model_id if embedder is not None else None
     state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
     limits = ZipLimits.from_settings(store.settings)
-    source = DocsSource(root, state, embed=embedder is not None, only=only, zip_limits=limits, acls=acls)
+    budget = int(store.settings.docs_max_text_mb * 2**20)
+    secret = await deployment_secret(store)
+    held = {} if options.rebuild else await held_doc_ids(store, root, options.index, only)
+    source = DocsSource(
+        root,
+        state,
+        embed=embedder is not None,
+        only=only,
+        zip_limits=limits,
+        acls=acls,
+        max_text=budget,
+        secret=secret,
+        held_ids=held,
+    )
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     clauses: list[dict[str, Any]] = []
     for path, count in source.changed.items():
         if path in state:
             clauses.append({"bool": {"filter": [{"term": {"path": path}}, {"range": {"chunk": {"gte": count}}}]}})
+    for path in sorted(source.rekeyed & set(source.changed)):  # the chunks under its old id
+        clauses.append(
+            {
+                "bool": {
+                    "filter": [{"term": {"path": path}}],
+                    "must_not": [{"term": {"doc_id": doc_id_of(path, secret)}}],
+                }
+            }
+        )
     unreadable = [folder for folder, _ in source.walk_errors]
     gone = [path for path in state if path not in source.seen and not _under_any(path, unreadable)]
     clauses += [{"term": {"path": path}} for path in gone]
@@ -418,6 +490,7 @@ async def load_docs(
         "files_new_or_changed": len(source.changed) - source.acl_changed,
         "files_acl_changed": source.acl_changed,
         "files_removed": len(gone),
+        "files_rekeyed": len(source.rekeyed & set(source.changed)),
         "files_unextracted_removed": sum(path in state for path in source.unextracted),
         "files_not_read": dict(sorted(source.not_read.items())),
         "unreadable_dirs": unreadable,

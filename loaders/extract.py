@@ -45,9 +45,45 @@ def extract_txt(data: bytes) -> tuple[str | None, list[Block]]:
     return None, _paragraphs(decode_text(data))
 
 
+#: A row's column names together may be at most this many times its own cells' length, plus
+#: :data:`_LABEL_SLACK` characters: a long header repeated on every row of a wide CSV would make its text
+#: grow with rows × header (a 240 KiB file into tens of MiB); past the budget, cells stand alone.
+_LABEL_RATIO = 2
+_LABEL_SLACK = 64
+_UNTIDY_ROW = re.compile(r"[^\S \n]|  |^ | $", re.MULTILINE)  # cells (one a line) that collapse() would change
+
+
+def _row_text(header: list[str], cells: list[str]) -> tuple[str, bool]:
+    """A row as its non-empty cells, each named by its column while the row's label budget lasts, and
+    whether the budget left a name out."""
+    budget = _LABEL_RATIO * sum(map(len, cells)) + _LABEL_SLACK
+    pairs = zip_longest(header, cells, fillvalue="")
+    named: list[str] = []
+    for name, cell in pairs:
+        if not cell:
+            continue
+        if len(name) > budget:  # once a name is left out, the rest are too (no gaps to misread)
+            named.append(cell)
+            named.extend(rest for _, rest in pairs if rest)
+            return " | ".join(named), True
+        budget -= len(name)
+        named.append(f"{name}: {cell}" if name else cell)
+    return " | ".join(named), False
+
+
+def _cells(row: list[str]) -> list[str]:
+    """A row's cells with their whitespace collapsed (checked on the whole row first: most need nothing)."""
+    joined = "\n".join(row)
+    if joined.isascii() and joined.count("\n") == len(row) - 1 and not _UNTIDY_ROW.search(joined):
+        return row
+    return [collapse(cell) for cell in row]
+
+
 def extract_csv(data: bytes) -> tuple[str | None, list[Block]]:
     """One paragraph per row: its non-empty cells as ``header: value``, joined by `` | `` (the header
-    row names the columns; a cell beyond it stands alone). The delimiter (``,``, tab, ``;``) is sniffed."""
+    row names the columns; a cell beyond it stands alone, as do the cells past a row's label budget, when
+    the header is far longer than the row: then the header is a paragraph of its own, first). The delimiter
+    (``,``, tab, ``;``) is sniffed."""
     text = decode_text(data)
     try:
         dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(text[:8192], delimiters=",\t;")
@@ -60,11 +96,15 @@ def extract_csv(data: bytes) -> tuple[str | None, list[Block]]:
         raise InputError(f"unreadable CSV at line {reader.line_num}: {exc}") from exc
     header = [collapse(cell) for cell in rows[0]] if rows else []
     blocks: list[Block] = []
+    cut = False
     for row in rows[1:]:
-        cells = [collapse(cell) for cell in row]
-        named = [f"{name}: {cell}" if name else cell for name, cell in zip_longest(header, cells, fillvalue="") if cell]
-        if named:
-            blocks.append(Block(" | ".join(named)))
+        cells = _cells(row)
+        line, row_cut = _row_text(header, cells)
+        cut = cut or row_cut
+        if line:
+            blocks.append(Block(line))
+    if cut:  # some names left out: the header said once
+        blocks.insert(0, Block(" | ".join(name for name in header if name)))
     return None, blocks
 
 

@@ -68,7 +68,7 @@ async def test_docs_rejections_and_incremental_reruns(store: Store, tmp_path: Pa
     held = await chunks_by_path(store)
     assert set(held) == {"a.md", "b.txt", "c.html", "d.pdf", "e.docx"}
     assert len(held["a.md"]) >= 4 and [c for c, _ in held["a.md"]] == list(range(len(held["a.md"])))
-    doc = await store.get_document(store.settings.passages_alias, f"{_doc_id(root / 'a.md')}-1")
+    doc = await store.get_document(store.settings.passages_alias, f"{await _doc_id(store, root / 'a.md')}-1")
     assert doc is not None and doc["title"] == "Handbook" and doc["headings"]
     assert doc["metadata"]["chunks"] == len(held["a.md"]) and doc["url"].startswith("file://")
     count = await store.count()
@@ -88,10 +88,11 @@ async def test_docs_rejections_and_incremental_reruns(store: Store, tmp_path: Pa
     assert await store.count() == count - changed.deleted
 
 
-def _doc_id(path: Path) -> str:
+async def _doc_id(store: Store, path: Path) -> str:
     from hopsearch.loaders.docs import doc_id_of
+    from hopsearch.service.auth.deployment import deployment_secret
 
-    return doc_id_of(str(path.resolve()))
+    return doc_id_of(str(path.resolve()), await deployment_secret(store))  # noqa: ASYNC240
 
 
 def test_file_that_vanishes_between_walk_and_read(tmp_path: Path) -> None:

@@ -539,6 +539,14 @@ class Settings(BaseSettings):
         DEFAULT_ZIP_MAX_MEMBERS, ge=1, description="Most members (parts) a .docx, .xlsx or .pptx file may hold."
     )
 
+    docs_max_text_mb: float = Field(
+        256.0,
+        gt=0,
+        description="Most text (MiB of characters) one file may yield once extracted; a file over it is "
+        "dead-lettered with the reason and the rest of the folder loads (extraction and chunking take time "
+        "in proportion to it).",
+    )
+
     # --- local services ------------------------------------------------------------------------
     es_version: str = Field("8.19.21", description="Version of the local Elasticsearch node (`es up`).")
     es_home: Path | None = Field(None, description="An unpacked Elasticsearch distribution to run instead.")
