@@ -23,8 +23,7 @@ from pathlib import Path
 import httpx
 
 from hopsearch.service.api import create_app
-from hopsearch.service.api.limits import KeyLimiter
-from hopsearch.service.api.shared_limits import SharedWindows
+from hopsearch.service.api.limits import KeyLimiter, SharedWindows
 from hopsearch.service.auth.keys import KeyStore, NewKey
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.config.settings import Settings

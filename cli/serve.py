@@ -103,12 +103,14 @@ def serve(host: str | None, port: int | None, workers: int, log_level: str, acce
 
 
 def shared_limits_file() -> str:
-    """A new file the workers share keys' requests per minute through (:mod:`~hopsearch.service.api.shared_limits`),
-    removed when ``serve`` exits."""
+    """Make a new file the workers share requests per minute through, removed when ``serve`` exits.
+
+    See :class:`~hopsearch.service.api.limits.SharedWindows`.
+    """
     import atexit
     import tempfile
 
-    from hopsearch.service.api.shared_limits import SharedWindows
+    from hopsearch.service.api.limits import SharedWindows
 
     handle, path = tempfile.mkstemp(prefix="hopsearch-limits-")
     os.close(handle)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from hopsearch.service.api.shared_limits import SharedWindows
+from hopsearch.service.api.limits import SharedWindows
 from tests.api_fixtures import API_KEY
 from tests.conftest import EsNode
 from tests.llm_fixtures import server_for

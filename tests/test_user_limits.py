@@ -16,8 +16,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from hopsearch.service.access import Caller, owner_id
-from hopsearch.service.api.limits import KeyLimiter, accounts_of
-from hopsearch.service.api.shared_limits import SharedWindows
+from hopsearch.service.api.limits import KeyLimiter, SharedWindows, accounts_of
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import TooManyRequests
 from tests.api_fixtures import serving

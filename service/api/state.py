@@ -13,11 +13,10 @@ from fastapi import Path, Request
 
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.hit_sources import HitSources
-from hopsearch.service.api.limits import NOWHERE, Accounts, KeyLimiter, accounts_of, fair_share
+from hopsearch.service.api.limits import NOWHERE, Accounts, KeyLimiter, SharedWindows, accounts_of, fair_share
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.models import AskRequest as AskBody
 from hopsearch.service.api.responses import Redactor
-from hopsearch.service.api.shared_limits import SharedWindows
 from hopsearch.service.app import usecases
 from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.groups import EsGroups
