@@ -79,8 +79,9 @@ async def passages_index(runtime: Runtime, caller: Caller, name: str | None) -> 
     """Resolve the passages index a request names and check that the caller may read it.
 
     This is the one place an index is checked. ``None`` and ``passages`` name the alias; the alias, one of its
-    versions and an attached index resolve. A name outside the caller's index patterns is 403 whether or not it
-    exists (:func:`check_index`); a name inside them that is none of those is 404.
+    versions, another passages index of the deployment and an attached index resolve. A name outside the
+    caller's index patterns is 403 whether or not it exists (:func:`check_index`); a name inside them that is
+    none of those is 404.
     """
     settings = runtime.settings
     index = settings.passages_alias if name is None or name == "passages" else name
@@ -88,8 +89,10 @@ async def passages_index(runtime: Runtime, caller: Caller, name: str | None) -> 
     if re.fullmatch(rf"{re.escape(settings.passages_alias)}(?:-v\d{{1,6}})?", index):
         return index
     missing = IndexMissing(f"no such passages index or alias [{index}]", details={"index": index})
-    if index.startswith(f"{settings.index_prefix}-"):
-        raise missing  # hopsearch's other indices are not passages
+    if index.startswith(f"{settings.index_prefix}-"):  # traces, keys, outlines…: hopsearch's, but not passages
+        if not await runtime.store.exists(index) or not (await runtime.store.index_meta(index)).get("schema_version"):
+            raise missing
+        return index  # another passages index of this deployment (``index docs --index``)
     if await runtime.store.attachment(index) is None:
         raise missing
     return index
