@@ -8,8 +8,8 @@ beside it) and writes an alias holding it; every summary comes from the public p
 are shared. Then each reader — the asker itself, a key named ``hr-backend``, another back end's user
 ``sub=dana``, the same back end's user ``erin``, a public key — reads ``GET /_outlines/…``, ``POST
 /_outlines/_search`` (by text, the marker too, and by entity), MCP ``outline`` and asks its own DualRAG
-question (the prompts the scripted model received, the answer and its trace): the whole of each is searched
-for the markers, which only their askers (and admins) may read.
+question (the prompts the scripted model received, the answer, its SSE stream, its trace as JSON and in the
+viewer): the whole of each is searched for the markers, which only their askers (and admins) may read.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def model(request: ScriptRequest) -> str:
     mark = next((m for m in MARKERS.values() if m in question), None)
     if role == "reasoner":
         outline = prompt.split("Knowledge outline:", 1)[-1].split("Reasoning", 1)[0]
-        done = f"## {ENTITY}" in outline
-        return json.dumps(reason("I can answer now." if done else "Look it up.", not done))
+        if f"## {ENTITY}" not in outline:
+            return json.dumps(reason("Look it up.", True))
+        # once more: the identifier's prompt then names the entities and aliases the outline reused
+        again = "Look it up again." not in prompt
+        return json.dumps(reason("Look it up again." if again else "I can answer now.", again))
     if role == "identifier":
         if mark is None:
             return json.dumps(entities((ENTITY, ["emperor penguins"]), (COLONY, ["colony"])))
@@ -118,7 +121,10 @@ async def _views(http: httpx.AsyncClient, url: str, alias: str, secret: str, pro
     assert answered.status_code == 200, answered.text
     got["_ask"] = answered.text
     got["prompts of its DualRAG question"] = "\n".join(prompts()[before:])
-    got["its trace"] = (await http.get(f"/_traces/{answered.json()['trace_id']}", headers=head)).text
+    trace_id = answered.json()["trace_id"]
+    got["its trace"] = (await http.get(f"/_traces/{trace_id}", headers=head)).text
+    got["its trace in the viewer"] = (await http.get(f"/_ui/traces/{trace_id}", headers=head)).text
+    got["_ask SSE"] = (await http.post(f"/{alias}/_ask?stream=true", json=ask, headers=head)).text
     return got
 
 
