@@ -10,6 +10,49 @@ Freshness is the caller's rule: :meth:`EntityOutline.fresh_facts` keeps facts yo
 A merge unions aliases and appends facts once (same summary and lineage = same fact); the newest
 ``MAX_FACTS`` are kept per **lineage scope** (the readers, the indices and the writing key), so facts
 one key writes never push out facts of another scope. :func:`usable` is what a reader may use of an outline.
+
+Every field, where it comes from, and who may read it ("users": whoever may use the fact or alias, i.e. may
+read every passage of its lineage now; "owner": the namespaced owner that asked, :meth:`Fact.shown_to`;
+admins read everything). Text that came from the asker is the owner's alone — blanked for everyone else
+(``question``, ``sub_query``) or kept as a whole fact or alias readable by ``owner:<owner>`` only (a
+``summary``, alias or entity name holding a word of the question that no passage holds,
+:mod:`~hopsearch.service.outlines.provenance`)::
+
+    Fact field      comes from                                         who may read it
+    summary         the summarizer (model), from passages + question   users; owner alone where ``private``
+    question        the asker                                          owner
+    sub_query       the identifier's keywords (copies the question)    owner
+    passage_ids     the passages summarised                            users
+    passage_titles  the passages summarised                            users
+    model           the service's model setting / the reply            users
+    created_at      the service's clock                                users
+    trace_id        the asker's trace                                  owner (once the trace is written)
+    trace_status    computed at read (never stored)                    owner (the trace is the owner's)
+    lineage         every passage that entered the prompt              users
+    readers         the lineage's ACLs, or ``owner:<owner>``           users (a private fact: owner)
+    key, subject    the asker's key and token subject                  owner
+    owner           the asker's namespaced owner                       owner
+    private         computed at write (question words in summary)      users (a private fact: owner)
+
+    Alias field     comes from                                         who may read it
+    name            the identifier (model): the passages or question   users; owner alone where it holds a
+                                                                       question-only word (readers owner:)
+    lineage         every passage that entered the run's prompts       as name
+    readers         the lineage's ACLs, or ``owner:<owner>``           as name
+
+    Outline field   comes from                                         who may read it
+    entity          the first of the run's names with no question-only whoever may use one fact or alias
+                    word (DualRAG's ``_stored_name``); the asker's
+                    other names are aliases kept with the owner
+    aliases, keys,  the names of ``alias_lineage``, their keys         only the usable aliases' (legacy
+    entity_key                                                         aliases without lineage: admins)
+    updated_at      the last save                                      admins; others: newest usable fact
+    namespace       the writing key's namespace                        whoever reads the namespace
+
+The outline search (``_outlines/_search`` with ``query``) matches the entity name, the alias names a reader
+may use and the summaries of facts it may use — never ``question`` or ``sub_query`` — so a hit reveals none
+of another owner's text. DualRAG's prompts hold the summaries of reused facts and the entity names and
+aliases of their outlines as the reader sees them; its ``outline_reuse`` step the same.
 """
 
 from __future__ import annotations
@@ -137,11 +180,12 @@ class Fact:
         return self.readers or (), indices, self.key or ""
 
     def shown_to(self, reader: OutlineReader) -> Fact:
-        """The fact as ``reader`` sees it: another owner's question, trace id and key are not shown to a
-        non-admin (compared by namespaced owner, never by bare subject)."""
+        """The fact as ``reader`` sees it: what came from another owner's question (its question and
+        sub-query) and who asked (trace id, key, subject, owner) are not shown to a non-admin (compared by
+        namespaced owner, never by bare subject): the table in this module's docstring."""
         if reader.caller.owns(self.owner):
             return self
-        return replace(self, question="", trace_id="", key=None, subject=None, owner=None)
+        return replace(self, question="", sub_query="", trace_id="", key=None, subject=None, owner=None)
 
 
 @dataclass(frozen=True, slots=True)

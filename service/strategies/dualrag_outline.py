@@ -117,6 +117,14 @@ def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
     return item | {name: value for name, value in (("question", fact.question), ("trace_id", fact.trace_id)) if value}
 
 
+def _stored_name(run: RunOutline, names: Sequence[str]) -> str:
+    """The name a new outline is stored under: the first of ``names`` that holds no word of the question
+    alone (:meth:`RunOutline.question_derived`), so that the entity name everyone who may read one of its
+    facts or aliases sees never came from the asker; the first name where every one did (its facts and
+    aliases are then the asker's alone)."""
+    return next((n for n in names if not run.question_derived(n)), names[0])
+
+
 def reader_of(context: RunContext) -> OutlineReader:
     """Who the run reads outlines as: its caller, bound to the request's index and filters."""
     scope = context.request.scope
@@ -196,12 +204,12 @@ class OutlineLink:
         if self.store is None or not self.persist:
             return
         outlines = []
-        saved: list[Section] = []
+        saved: list[tuple[Section, str]] = []
         for section in run.sections.values():
             if not section.unsaved and not section.new_names():
                 continue
-            name = section.stored_name or section.entity.name
             names = (section.entity.name, *section.entity.aliases)
+            name = section.stored_name or _stored_name(run, names)
             aliases = tuple(a for a in names if a.casefold() != name.casefold())
             lineage = tuple(sorted(run.lineage))
             records = tuple(
@@ -210,7 +218,7 @@ class OutlineLink:
                 if a.casefold() not in section.recorded
             )
             outlines.append(EntityOutline(namespace, name, aliases, tuple(section.unsaved), alias_lineage=records))
-            saved.append(section)
+            saved.append((section, name))
         if not outlines:
             return
         try:
@@ -218,10 +226,10 @@ class OutlineLink:
         except HopsearchError as exc:
             log.warning("could not save outlines: %s", exc)
             return
-        for section in saved:
+        for section, name in saved:
             section.unsaved.clear()
             spellings = {n.casefold() for n in (section.entity.name, *section.entity.aliases)}
             section.recorded |= spellings
             # stored now: a spelling learnt later is saved even without a new fact
-            section.stored_name = section.stored_name or section.entity.name
+            section.stored_name = name
             section.stored_names |= spellings
