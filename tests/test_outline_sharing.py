@@ -143,9 +143,12 @@ class World:
 
 @contextlib.asynccontextmanager
 async def world(es_node: EsNode, tmp_path: Path) -> AsyncIterator[World]:
-    """The service over the company corpus (the passages alias) and one public record in another index."""
+    """The service over the company corpus (the passages alias) and one public record in another index.
+
+    48 questions in flight: the key's fair share is 24 and bob's, one of its end users, 12 (the ten he asks at once).
+    """
     async with serving(
-        es_node.url, script=model, load=False, outline_max_age_s=3600, api_max_concurrent_asks=32
+        es_node.url, script=model, load=False, outline_max_age_s=3600, api_max_concurrent_asks=48
     ) as api:
         runtime = await api.state.runtime()
         assert (await load_jsonl(runtime.store, write_corpus(tmp_path), LoadOptions(batch_size=50))).reconciled
