@@ -166,7 +166,7 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
 
 async def _delete_and_purge(store: Store, targets: list[str]) -> int:
     """Delete the indices, then the outline facts derived from their passages (by index and alias name)."""
-    outlines = store.settings.outlines_index
+    outlines = store.names.outlines
     names = set().union(*[await index_names(store, name) for name in targets if name != outlines])
     await store.delete_indices(targets)
     if outlines in targets or not names:
