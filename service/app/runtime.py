@@ -19,6 +19,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines.store import OutlinesConfig
 from hopsearch.service.requests import AskOptions, Query
 from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.retrieval.rerank import make_reranker
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, Answer, Strategy, build_strategy
@@ -58,7 +59,9 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, reranker=make_reranker(settings)),
+            retriever=EsRetriever(
+                store, embedder, reranker=make_reranker(settings), config=RetrievalConfig.of(settings)
+            ),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
             outlines_config=OutlinesConfig.of(settings),
         )
