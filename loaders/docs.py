@@ -305,13 +305,15 @@ async def load_docs(
     except ValueError as exc:
         raise InputError(str(exc), source="--acl") from exc
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
-    embedder = await embedder_of_index(store, embedder, rebuild=options.rebuild, index=options.index)
+    embedder = await embedder_of_index(
+        store, embedder, rebuild=options.rebuild, index=options.index, embedders=options.config.embedders
+    )
     embedder_id = embedder.model_id if embedder is not None else None
     name = options.index or store.names.passages_alias
     state = (
         {} if options.rebuild else await store.file_states(name, str(root), embedder_id, str(only) if only else None)
     )
-    limits = ZipLimits.from_settings(store.settings)
+    limits = options.config.zip_limits
     source = DocsSource(root, state, embed=embedder is not None, only=only, zip_limits=limits, acls=acls)
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
     surplus = [(path, count) for path, count in source.changed.items() if path in state]

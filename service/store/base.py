@@ -36,6 +36,20 @@ class IndexNames:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class WritePolicy:
+    """How the store writes (its settings ``es_request_timeout``, ``es_wait_for_active_shards`` and
+    ``passages_replicas``): what a load holds its index to and names in its messages."""
+
+    request_timeout_s: float
+    wait_for_active_shards: str | None
+    passages_replicas: int | None
+
+    @classmethod
+    def of(cls, settings: Settings) -> WritePolicy:
+        return cls(settings.es_request_timeout, settings.es_wait_for_active_shards, settings.passages_replicas)
+
+
 class Connected:
     """A connected store's shared state (see :class:`hopsearch.service.store.Store`)."""
 
@@ -44,6 +58,8 @@ class Connected:
         self.client = client
         #: the store's index names (its prefix's), for the components over it
         self.names = IndexNames.of(settings)
+        #: how it writes, for the loads over it
+        self.writes = WritePolicy.of(settings)
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
         #: attached index → (when read, its attachment or None): :mod:`.attachments`
