@@ -168,7 +168,7 @@ STORE_INSIDES = {"settings": ("service/store/",), "client": ("service/store/", "
 
 
 def store_insides(root: Path = ROOT) -> list[str]:
-    """Each read of ``store.settings`` or ``store.client`` (``self.store``, ``self._store`` too) where
+    """List each read of ``store.settings`` or ``store.client`` (``self.store``, ``self._store`` too) where
     :data:`STORE_INSIDES` does not allow it, as ``path:line store.attr``."""
     found: list[str] = []
     for path in modules(root).values():

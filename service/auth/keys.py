@@ -270,7 +270,7 @@ class KeyStore:
 
     @classmethod
     def of(cls, store: Store, cache_s: float = 0.5) -> KeyStore:
-        """The keys index of ``store``; ``cache_s``: the ``api_key_cache_s`` setting (its default here)."""
+        """Open the keys index of ``store``; ``cache_s``: the ``api_key_cache_s`` setting (its default here)."""
         return cls(store, store.names.keys, cache_s)
 
     async def ensure_index(self) -> None:

@@ -79,7 +79,7 @@ class ViewerSessions:
 
     @classmethod
     def of(cls, store: Store, settings: Settings) -> ViewerSessions:
-        """The sessions in ``store``'s keys index, with the lifetimes ``settings`` give."""
+        """Keep the sessions in ``store``'s keys index, with the lifetimes ``settings`` give."""
         return cls(KeyStore.of(store, settings.api_key_cache_s), settings.ui_code_s, settings.ui_session_s)
 
     @property

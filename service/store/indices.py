@@ -407,11 +407,11 @@ class IndexLifecycle(Connected):
         )
 
     async def get_aliases(self, name: str) -> dict[str, Any]:
-        """``GET <name>/_alias``: each index ``name`` names with its aliases (``IndexMissing`` where none)."""
+        """Read each index ``name`` names with its aliases (``GET <name>/_alias``; ``IndexMissing`` where none)."""
         return body_of(await call(self.client.indices.get_alias(index=name), f"reading the aliases of [{name}]"))
 
     async def get_mapping(self, index: str) -> dict[str, Any]:
-        """``GET <index>/_mapping``: the mapping of each index behind ``index``."""
+        """Read the mapping of each index behind ``index`` (``GET <index>/_mapping``)."""
         return body_of(await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]"))
 
     async def get_settings(self, index: str) -> dict[str, Any]:

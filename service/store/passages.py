@@ -44,8 +44,8 @@ class Passages(IndexLifecycle, Documents, Searches):
     async def file_states(
         self, name: str, root: str, embedder_id: str | None = None, only: str | None = None
     ) -> dict[str, list[FileState]]:
-        """Each loaded file under ``root`` (``only``: that file alone) → what ``name`` holds of it (one entry
-        per content hash); the vector count is of chunks with a vector of ``embedder_id``."""
+        """Map each loaded file under ``root`` (``only``: that file alone) to what ``name`` holds of it (one
+        entry per content hash); the vector count is of chunks with a vector of ``embedder_id``."""
         if not await self.exists(name):
             return {}
         await self.refresh(name)  # a load stopped by a block never refreshed: its chunks count as held too
@@ -94,7 +94,7 @@ class Passages(IndexLifecycle, Documents, Searches):
         return ok
 
     async def _matching_ids(self, index: str, clauses: Sequence[dict[str, Any]]) -> list[str]:
-        """The ids of the chunks matching any of ``clauses`` (200 clauses a query, paged by ``search_after``)."""
+        """Collect the ids of the chunks matching any of ``clauses`` (200 a query, paged by ``search_after``)."""
         ids: list[str] = []
         for start in range(0, len(clauses), 200):
             query = {"bool": {"should": list(clauses[start : start + 200]), "minimum_should_match": 1}}
