@@ -28,7 +28,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.docs import load_docs
+from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.store import Store
@@ -68,7 +70,7 @@ async def _timed(settings: Settings, root: Path, embedder: Counting) -> tuple[fl
     embedder.texts = 0
     async with await Store.connect(settings) as store:
         started = time.perf_counter()
-        report = await load_docs(store, root, embedder=embedder)
+        report = await load_docs(store, root, LoadOptions(config=LoadConfig.of(settings)), embedder=embedder)
         return time.perf_counter() - started, embedder.texts, report.documents
 
 

@@ -51,6 +51,7 @@ from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.llm import LLMClient  # noqa: E402
 from hopsearch.service.requests import AskRequest  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
+from hopsearch.service.retrieval.config import RetrievalConfig  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.strategies.base import RunContext  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import (  # noqa: E402
@@ -142,7 +143,9 @@ async def bench_retrieval(url: str, corpus: list[tuple[str, str, str]], runs: in
         searches = [
             EntitySearch(t.casefold(), t, (t, f"{t} director", f"{t} born")) for t in titles
         ]  # 3 entities x 3 keywords
-        retriever = EsRetriever(store).bind(Scope(store.settings.passages_alias, ADMIN))
+        retriever = EsRetriever(store, config=RetrievalConfig.of(store.settings)).bind(
+            Scope(store.settings.passages_alias, ADMIN)
+        )
         sequential = Sequential(retriever)
         batched = (await gather(retriever, searches)).hits
         one_by_one = (await gather(sequential, searches)).hits

@@ -156,6 +156,7 @@ async def remote_load(
 ) -> None:
     """``hopsearch index jsonl`` (load_jsonl, loader batches of 256) with the remote embedder."""
     from hopsearch.loaders.api import load_jsonl
+    from hopsearch.loaders.config import LoadConfig
     from hopsearch.loaders.model import LoadOptions
     from hopsearch.service.config.settings import Settings
     from hopsearch.service.store import Store
@@ -175,7 +176,9 @@ async def remote_load(
                 embedder = OpenAIEmbedder(url, "m", dims=384, batch_size=batch, concurrency=width)
                 try:
                     opts = LoadOptions(
-                        checkpoint=Path(tmp) / f"{r}-{width}.ck", dead_letter=Path(tmp) / f"{r}-{width}.dl"
+                        checkpoint=Path(tmp) / f"{r}-{width}.ck",
+                        dead_letter=Path(tmp) / f"{r}-{width}.dl",
+                        config=LoadConfig.of(settings),
                     )
                     began, since = time.perf_counter(), time.monotonic()
                     await load_jsonl(store, corpus, dataclasses.replace(opts, batch_size=256), embedder=embedder)

@@ -52,6 +52,7 @@ from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.embedders import E5Embedder, MiniLMEmbedder, make_embedder  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, bm25_body  # noqa: E402
+from hopsearch.service.retrieval.config import RetrievalConfig  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.text.japanese import ja_query  # noqa: E402
 from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery  # noqa: E402
@@ -105,7 +106,7 @@ async def mode_recall(
     ks: Sequence[int] = (5, 10),
     hops: int = 0,
 ) -> dict[int, float]:
-    retriever = EsRetriever(store, embedder)
+    retriever = EsRetriever(store, embedder, config=RetrievalConfig.of(store.settings))
     asked = [RetrievalQuery(q.question, k=max(ks), mode=mode, hops=hops) for q in qs]
     results = await retriever.search_many(Scope(store.settings.passages_alias, ADMIN), asked)
     scores = dict.fromkeys(ks, 0.0)
@@ -117,7 +118,7 @@ async def mode_recall(
 
 async def hop_cost(store: Store, qs: list[JaQuestion], rounds: int = 3) -> dict[int, float]:
     """p50 ms of one bm25 question (k = 10) without and with one hop, interleaved (the first round warms)."""
-    retriever = EsRetriever(store)
+    retriever = EsRetriever(store, config=RetrievalConfig.of(store.settings))
     scope = Scope(store.settings.passages_alias, ADMIN)
     times: dict[int, list[float]] = {0: [], 1: []}
     for round_ in range(rounds + 1):

@@ -42,6 +42,7 @@ from benchmarks.bench_dualrag import medians_ms  # noqa: E402
 from hopsearch.service.access import ADMIN, Caller, Scope  # noqa: E402
 from hopsearch.service.config.settings import load_settings  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
+from hopsearch.service.retrieval.config import RetrievalConfig  # noqa: E402
 from hopsearch.service.store import Store  # noqa: E402
 from hopsearch.service.strategies.dualrag_knowledge import EntitySearch, gather  # noqa: E402
 from hopsearch.service.types import RetrievalQuery  # noqa: E402
@@ -96,7 +97,7 @@ def report(label: str, base: float, rows: dict[str, float]) -> None:
 
 
 async def in_process(store: Store, titles: list[str], runs: int) -> None:
-    retriever = EsRetriever(store)
+    retriever = EsRetriever(store, config=RetrievalConfig.of(store.settings))
     alias = store.settings.passages_alias
     scopes = {"admin": Scope(alias, ADMIN)}
     for share in SHARES:

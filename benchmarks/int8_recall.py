@@ -35,6 +35,7 @@ from hopsearch.service.app.runtime import Runtime  # noqa: E402
 from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.evaluation.recall import evaluate_mode  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever  # noqa: E402
+from hopsearch.service.retrieval.config import RetrievalConfig  # noqa: E402
 from hopsearch.service.types import RetrievalQuery, SearchResult  # noqa: E402
 from tests.ja_corpus import build_corpus, questions  # noqa: E402
 
@@ -93,7 +94,7 @@ async def japanese_top5(url: str, corpus: Path, tmp: Path) -> dict[tuple[str, st
             tag = f"{name}-{precision}"
             options = LoadOptions(checkpoint=tmp / f"{tag}.ckpt", dead_letter=tmp / f"{tag}.dl")
             await load_docs(runtime.store, corpus, options, embedder=runtime.embedder)
-            retriever = EsRetriever(runtime.store, runtime.embedder)
+            retriever = EsRetriever(runtime.store, runtime.embedder, config=RetrievalConfig.of(runtime.settings))
             results = await retriever.search_many(
                 Scope(runtime.settings.passages_alias, ADMIN),
                 [RetrievalQuery(q.question, k=5, mode="dense") for q in qs],

@@ -184,7 +184,7 @@ def _print_open_url(trace_id: str, key: str | None, principals: tuple[str, ...])
             caller = await cli_caller(store, key, principals, "traces")
             if await trace_reads.trace(store, settings.traces_index, trace_id, caller=caller) is None:
                 raise NotFound(f"no trace {trace_id!r}")
-            return await ViewerSessions.of(store).mint_code(caller, trace_id)
+            return await ViewerSessions.of(store, settings).mint_code(caller, trace_id)
 
     try:
         code = asyncio.run(go())

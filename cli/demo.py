@@ -21,6 +21,7 @@ from hopsearch.cli.es import node_spec
 from hopsearch.cli.local import esnode, llm_server
 from hopsearch.cli.render import print_answer
 from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.access import ADMIN
 from hopsearch.service.app import usecases
@@ -69,7 +70,9 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
     chosen = next((r for r in records if r.id == question_id), records[0])
     async with await Runtime.open(settings, refresh_traces=True) as runtime:
         started = time.monotonic()
-        report = await ensure_qa_contexts(runtime.store, sample_path(), embedder=runtime.embedder)
+        report = await ensure_qa_contexts(
+            runtime.store, sample_path(), embedder=runtime.embedder, config=LoadConfig.of(runtime.settings)
+        )
         present = int(report.extra["already_indexed"])
         console.print(
             f"[bold]3/4[/] sample corpus: {report.indexed - present} passages indexed, {present} already there "

@@ -18,6 +18,7 @@ from rich.table import Table
 from hopsearch.cli.options import caller_options, cli_caller
 from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service.app import usecases
 from hopsearch.service.app.runtime import Runtime
@@ -111,7 +112,9 @@ async def _run(
     report: dict[str, Any] = {}
     async with await Runtime.open(settings) as runtime:
         if corpus:
-            loaded = await ensure_qa_contexts(runtime.store, path, records, embedder=runtime.embedder)
+            loaded = await ensure_qa_contexts(
+                runtime.store, path, records, embedder=runtime.embedder, config=LoadConfig.of(runtime.settings)
+            )
             present = int(loaded.extra["already_indexed"])
             click.echo(
                 f"corpus: indexed {loaded.indexed - present} context passages ({present} already present)", err=True

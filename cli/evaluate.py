@@ -26,6 +26,7 @@ from hopsearch.cli.filters import filter_clauses, filter_options
 from hopsearch.cli.options import ask_options, caller_options, cli_caller
 from hopsearch.cli.render import echo_json
 from hopsearch.loaders.api import ensure_qa_contexts
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.questions import QARecord, read_questions
 from hopsearch.service.access import Caller
 from hopsearch.service.app import usecases
@@ -96,7 +97,9 @@ async def _run(job: EvalJob, console: Console) -> dict[str, dict[str, float]]:
 
 async def _load_contexts(runtime: Runtime, job: EvalJob, records: list[QARecord], console: Console) -> None:
     """``--corpus-from-context``: the questions' own context passages, loaded where missing."""
-    report = await ensure_qa_contexts(runtime.store, job.path, records, embedder=runtime.embedder)
+    report = await ensure_qa_contexts(
+        runtime.store, job.path, records, embedder=runtime.embedder, config=LoadConfig.of(runtime.settings)
+    )
     present = int(report.extra["already_indexed"])
     console.print(
         f"corpus: indexed {report.indexed - present} context passages ({present} already present; "

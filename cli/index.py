@@ -39,6 +39,7 @@ from hopsearch.cli.admin import cluster_overrides
 from hopsearch.cli.render import echo_json
 from hopsearch.loaders import history
 from hopsearch.loaders.api import LOADERS, Loader
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.model import LoadOptions, LoadReport, Progress
 from hopsearch.service.access import document_acl
 from hopsearch.service.config.settings import load_settings
@@ -197,6 +198,7 @@ def _run(loader: Loader, path: Path, params: dict[str, Any]) -> None:
         dead_letter=params["dead_letter"],
         index=params.get("index_name"),
         acl=_acl(params.get("acl")),
+        config=LoadConfig.of(settings),
     )
     console = Console(stderr=True)
     bar = None if params["quiet"] else BarProgress(f"{loader.kind} {path.name}", console)

@@ -19,6 +19,7 @@ from rich.table import Table
 from hopsearch.cli.attach import attach, detach
 from hopsearch.cli.options import with_store
 from hopsearch.cli.render import echo_json
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.history import past_loads
 from hopsearch.loaders.upgrade import upgrade_index
 from hopsearch.service.config.settings import load_settings
@@ -166,7 +167,7 @@ def delete_indices(names: tuple[str, ...], everything: bool, yes: bool) -> None:
 
 async def _delete_and_purge(store: Store, targets: list[str]) -> int:
     """Delete the indices, then the outline facts derived from their passages (by index and alias name)."""
-    outlines = store.settings.outlines_index
+    outlines = store.names.outlines
     names = set().union(*[await index_names(store, name) for name in targets if name != outlines])
     await store.delete_indices(targets)
     if outlines in targets or not names:
@@ -193,7 +194,9 @@ def upgrade_indices(name: str | None, acl: tuple[str, ...], as_json: bool) -> No
     target = name or settings.passages_alias
 
     async def work(store: Store) -> dict[str, Any]:
-        return await upgrade_index(store, target, acl=list(acl) or None, embedder=make_embedder(settings))
+        return await upgrade_index(
+            store, target, acl=list(acl) or None, embedder=make_embedder(settings), config=LoadConfig.of(settings)
+        )
 
     try:
         done = with_store(settings, work)

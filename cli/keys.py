@@ -29,7 +29,7 @@ def _with_keys(work: Callable[[KeyStore], Awaitable[T]]) -> T:
 
     async def go() -> T:
         async with await Store.connect(settings) as store:
-            return await work(KeyStore.of(store))
+            return await work(KeyStore.of(store, settings.api_key_cache_s))
 
     try:
         return asyncio.run(go())

@@ -17,7 +17,7 @@ from hopsearch.service.errors import HopsearchError
 from hopsearch.service.outlines.lineage import bound_namespace, reader_for
 from hopsearch.service.outlines.model import EntityOutline
 from hopsearch.service.outlines.purge import rebuild_outlines
-from hopsearch.service.outlines.store import OUTLINES_SCHEMA, EsOutlineStore
+from hopsearch.service.outlines.store import OUTLINES_SCHEMA, EsOutlineStore, OutlinesConfig
 from hopsearch.service.store import Store
 
 
@@ -81,7 +81,7 @@ def show(entity: str, namespace: str | None, as_json: bool, key: str | None, pri
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "outlines")
             space = bound_namespace(caller, namespace, settings.outline_namespace) or space
-            outlines = EsOutlineStore(store)
+            outlines = EsOutlineStore(store, config=OutlinesConfig.of(settings))
             _note(await outlines.note())
             return await outlines.get(space, entity, reader_for(caller, settings.acl_default))
 
@@ -111,7 +111,7 @@ def search(
         async with await Store.connect(settings) as store:
             caller = await cli_caller(store, key, principals, "outlines")
             space = bound_namespace(caller, namespace, settings.outline_namespace) or space
-            outlines = EsOutlineStore(store)
+            outlines = EsOutlineStore(store, config=OutlinesConfig.of(settings))
             _note(await outlines.note())
             return await outlines.search(space, query, size=size, reader=reader_for(caller, settings.acl_default))
 

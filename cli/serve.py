@@ -42,7 +42,7 @@ def stored_keys(settings: Settings) -> bool:
 
     async def ask() -> bool:
         async with await Store.connect(settings) as store:
-            return await KeyStore.of(store).any_keys()
+            return await KeyStore.of(store, settings.api_key_cache_s).any_keys()
 
     try:
         return asyncio.run(ask())

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Literal, Protocol
 
 from hopsearch.loaders.checkpoint import default_paths, read_checkpoint
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.dpr import DprSource
 from hopsearch.loaders.jsonl import JsonlSource
@@ -148,6 +149,7 @@ async def ensure_qa_contexts(
     *,
     embedder: Embedder | None = None,
     progress: Progress | None = None,
+    config: LoadConfig | None = None,
 ) -> LoadReport:
     """The context paragraphs of a question file, through the same pipeline as :func:`load_qa_contexts`
     (checkpoint, dead letters, reconciliation) — for ``demo`` and ``eval``, which run it every time.
@@ -156,7 +158,8 @@ async def ensure_qa_contexts(
     are loaded. A load the checkpoint records as covering them, into the index the alias still names,
     with or without vectors as now, returns at once; a partial one resumes; anything else starts over.
     ``report.extra["already_indexed"]`` is what earlier loads had indexed."""
-    ck_path, _ = default_paths(store.settings.state_dir, store.settings.index_prefix, QaContextSource.kind, path)
+    config = config or LoadConfig()
+    ck_path, _ = default_paths(config.state_dir, store.names.prefix, QaContextSource.kind, path)
     previous = read_checkpoint(ck_path)
     resume = (
         previous is not None
@@ -165,7 +168,7 @@ async def ensure_qa_contexts(
         and previous.index == await store.passages_index()
     )
     limit = None if records is None else sum(len(record.paragraphs) for record in records)
-    options = LoadOptions(resume=resume, limit=limit)
+    options = LoadOptions(resume=resume, limit=limit, config=config)
     report = await load_qa_contexts(store, path, options, embedder=embedder, progress=progress)
     before = previous.indexed if resume and previous is not None else 0
     return dataclasses.replace(report, extra={**report.extra, "already_indexed": before})

@@ -110,7 +110,7 @@ async def _post(store: Store, index: str, body: bytes, count: int, options: Load
             if attempt > options.max_retries:
                 raise StoreUnavailable(
                     f"{exc} after {attempt} attempts of a batch of {count} documents "
-                    f"(es_request_timeout {store.settings.es_request_timeout:g} s each)",
+                    f"(es_request_timeout {store.writes.request_timeout_s:g} s each)",
                     details=exc.details,
                 ) from exc
             log.warning(

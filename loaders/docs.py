@@ -25,16 +25,15 @@ again though its bytes are unchanged (text files first indexed as latin-1 mojiba
 that is not read (``.doc``, ``.xls``, ``.zip``…) are counted by suffix (``files_not_read``), apart from
 the files read.
 
-Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot
-be read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened,
-an unreadable directory — when its library fails on it (a corrupt PDF), when its text cannot be decoded
-with confidence (:mod:`hopsearch.loaders.decode`), when its text is over ``docs_max_text_mb``, when a
-zip-based file is over the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it
-yields no text (an empty file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). A file
-that cannot be read keeps its earlier chunks, if any; one whose bytes were read but yield no text now has them
-deleted: they are not what the file holds. The files under a directory that cannot be listed are unknown, not
-gone: their chunks stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero on
-it).
+Positions are files in sorted walk order. A file is rejected (dead letter with its path) when it cannot be
+read — a broken symlink, a FIFO or other non-regular file, a file that vanished or cannot be opened, an
+unreadable directory — when its library fails on it (a corrupt PDF), when its text cannot be decoded with
+confidence (:mod:`hopsearch.loaders.decode`), when its text is over ``docs_max_text_mb``, when a zip-based
+file is over the ``zip_max_*`` limits (a zip bomb, refused before it is inflated), when it yields no text (an
+empty file), or when its name is not UTF-8 (it is shown escaped: ``bad\\xff.md``). A file that cannot be read
+keeps its earlier chunks, if any; one whose bytes were read but yield no text now has them deleted: they are
+not what the file holds. The files under a directory that cannot be listed are unknown, not gone: their chunks
+stay, and the report names the directory (``unreadable_dirs``; the CLI exits non-zero on it).
 """
 
 from __future__ import annotations
@@ -61,10 +60,9 @@ from hopsearch.loaders.pipeline import run_load
 from hopsearch.loaders.target import embedder_of_index
 from hopsearch.loaders.ziplimits import ZipLimits
 from hopsearch.service.auth.deployment import deployment_secret
-from hopsearch.service.errors import HopsearchError, InputError
-from hopsearch.service.outlines.lineage import source
-from hopsearch.service.outlines.purge import index_names, purge_outlines
-from hopsearch.service.store import Store
+from hopsearch.service.errors import InputError
+from hopsearch.service.outlines.purge import purge_derived
+from hopsearch.service.store import FileState, Store
 from hopsearch.service.text.lang import detect_lang
 from hopsearch.service.types import Embedder
 
@@ -72,15 +70,15 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
-#: path -> [(content_sha, chunks present, chunks expected, chunks with a vector, the chunks' acl, extractor
-#: version)]; the acl is the principals every chunk of the file has (sorted), None where its chunks disagree;
-#: the extractor version is the oldest among its chunks (1 where none is recorded).
-State = dict[str, list[tuple[str, int, int | None, int, tuple[str, ...] | None, int]]]
+#: path -> what the index holds of each version of the file (:meth:`Store.file_states`)
+State = dict[str, list[FileState]]
 
 
 def doc_id_of(path: str, secret: bytes) -> str:
-    """A file's document id: an HMAC-SHA-256 of its absolute path keyed by the deployment's secret
-    (:mod:`hopsearch.service.auth.deployment`), so that the id does not give the path away."""
+    """Return a file's document id: an HMAC-SHA-256 of its absolute path keyed by the deployment's secret.
+
+    The secret (:mod:`hopsearch.service.auth.deployment`) keeps the id from giving the path away.
+    """
     return hmac.new(secret, path.encode(), hashlib.sha256).hexdigest()[:32]
 
 
@@ -199,9 +197,13 @@ class DocsSource:
                 "(docs_max_text_mb): not indexed"
             )
 
-    def _complete(self, sha: str, held_sha: str, present: int, expected: int | None, with_vectors: int) -> bool:
+    def _complete(self, sha: str, held: FileState) -> bool:
         """Whether the index already holds this version of a file in full (with vectors, if this load embeds)."""
-        return held_sha == sha and present == expected and (not self.embed or with_vectors == present)
+        return (
+            held.content_sha == sha
+            and held.present == held.expected
+            and (not self.embed or held.vectors == held.present)
+        )
 
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:
         stamp = datetime.now(UTC).isoformat()
@@ -238,12 +240,13 @@ class DocsSource:
             known = self.state.get(path, [])
             acl = self.acls.acl_of(Path(path))
             version = extractor_version(Path(path).suffix)
-            unchanged = len(known) == 1 and self._complete(sha, *known[0][:4]) and known[0][5] >= version
+            held = known[0] if len(known) == 1 else None
+            unchanged = held is not None and self._complete(sha, held) and held.extractor >= version
             doc_id = doc_id_of(path, self.secret)
             if self.held_ids.get(path, {doc_id}) != {doc_id}:
                 self.rekeyed.add(path)
                 unchanged = False  # sent again, whole, under its id: its chunks under the old one go
-            if unchanged and known[0][4] == (acl or ()):
+            if unchanged and held is not None and held.acl == (acl or ()):
                 batch.skipped += 1
                 return
         except InputError as exc:
@@ -293,125 +296,6 @@ class DocsSource:
             batch.add(position, f"{doc_id}-{n}", body, {**where, "chunk": n})
 
 
-async def existing_state(
-    store: Store, root: Path, index: str | None = None, embedder_id: str | None = None, only: Path | None = None
-) -> State:
-    """What the index holds for files under ``root`` (one composite aggregation, paged); the vector
-    count of a file is of its chunks with a vector of ``embedder_id``."""
-    name = index or store.settings.passages_alias
-    if not await store.exists(name):
-        return {}
-    await store.refresh(name)  # a load stopped by a block never refreshed: its chunks count as held too
-    where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
-    query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
-    sources = [{"path": {"terms": {"field": "path"}}}, {"sha": {"terms": {"field": "content_sha"}}}]
-    state: State = {}
-    after: dict[str, Any] | None = None
-    while True:
-        composite: dict[str, Any] = {"size": 1000, "sources": sources}
-        if after:
-            composite["after"] = after
-        per_file = {
-            "expected": {"max": {"field": "metadata.chunks"}},
-            "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
-            "acl": {"terms": {"field": "acl", "size": 1000}},
-            "extractor": {"min": {"field": "metadata.extractor"}},
-        }
-        aggs = {"files": {"composite": composite, "aggs": per_file}}
-        response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
-        files = response["aggregations"]["files"]
-        for bucket in files["buckets"]:
-            value = bucket["expected"].get("value")
-            expected = int(value) if value is not None else None
-            count = int(bucket["doc_count"])
-            version = int(bucket["extractor"].get("value") or 1)
-            vectors = int(bucket["vectors"]["doc_count"])
-            state.setdefault(bucket["key"]["path"], []).append(
-                (bucket["key"]["sha"], count, expected, vectors, _acl_of(bucket, count), version)
-            )
-        after = files.get("after_key")
-        if not after or not files["buckets"]:
-            return state
-
-
-async def held_doc_ids(
-    store: Store, root: Path, index: str | None = None, only: Path | None = None
-) -> dict[str, set[str]]:
-    """The document ids the index holds for each file under ``root`` (one composite aggregation, paged): a
-    file held under another id than its own (an older scheme: SHA-1 of the path) is re-keyed by the load."""
-    name = index or store.settings.passages_alias
-    if not await store.exists(name):
-        return {}
-    where = {"term": {"path": str(only)}} if only is not None else {"prefix": {"path": f"{root}{os.sep}"}}
-    query = {"bool": {"filter": [{"term": {"source": "docs"}}, where]}}
-    sources = [{"path": {"terms": {"field": "path"}}}, {"doc_id": {"terms": {"field": "doc_id"}}}]
-    held: dict[str, set[str]] = {}
-    after: dict[str, Any] | None = None
-    while True:
-        composite: dict[str, Any] = {"size": 1000, "sources": sources} | ({"after": after} if after else {})
-        response = await store.search(name, {"size": 0, "query": query, "aggs": {"ids": {"composite": composite}}})
-        found = response["aggregations"]["ids"]
-        for bucket in found["buckets"]:
-            held.setdefault(bucket["key"]["path"], set()).add(bucket["key"]["doc_id"])
-        after = found.get("after_key")
-        if not after or not found["buckets"]:
-            return held
-
-
-def _acl_of(bucket: dict[str, Any], count: int) -> tuple[str, ...] | None:
-    """The principals every one of a file's ``count`` chunks has (its terms aggregation on ``acl``), or None
-    where they differ (a re-send cut short): such a file is sent again."""
-    terms = bucket.get("acl", {}).get("buckets", [])
-    if any(int(term["doc_count"]) != count for term in terms):
-        return None
-    return tuple(sorted(str(term["key"]) for term in terms))
-
-
-async def _delete(store: Store, index: str, clauses: list[dict[str, Any]]) -> int:
-    """Delete the chunks matching any clause: ids paged by ``search_after``, then bulk deletes.
-
-    (``_delete_by_query`` lives in the reindex module, which the 7.17 test distribution lacks.)"""
-    ids: list[str] = []
-    for start in range(0, len(clauses), 200):
-        query = {"bool": {"should": clauses[start : start + 200], "minimum_should_match": 1}}
-        after: list[Any] | None = None
-        while True:
-            body: dict[str, Any] = {
-                "size": 1000,
-                "_source": False,
-                "query": query,
-                "sort": [{"path": "asc"}, {"chunk": "asc"}],
-            }
-            if after is not None:
-                body["search_after"] = after
-            hits = (await store.search(index, body))["hits"]["hits"]
-            ids += [hit["_id"] for hit in hits]
-            if len(hits) < 1000:
-                break
-            after = hits[-1]["sort"]
-    if not ids:
-        return 0
-    ok, errors = await store.bulk({"_op_type": "delete", "_index": index, "_id": i} for i in ids)
-    if errors:
-        log.warning("%d stale chunks could not be deleted: %s", len(errors), errors[0])
-    await store.refresh(index)
-    await purge_derived(store, index, ids)
-    return ok
-
-
-async def purge_derived(store: Store, index: str, ids: list[str]) -> None:
-    """Erase the outline facts derived from the deleted chunks (a failed purge leaves them to the at-use
-    check, which reads a missing passage as nobody's: the load goes on)."""
-    try:
-        names = await index_names(store, index)
-        removed = await purge_outlines(store, entries={source(name, i) for name in names for i in ids})
-    except HopsearchError as exc:
-        log.warning("outline facts derived from %d deleted chunks not purged: %s", len(ids), exc)
-        return
-    if removed:
-        log.info("purged %d outline facts derived from %d deleted chunks", removed, len(ids))
-
-
 def _under_any(path: str, folders: list[str]) -> bool:
     """Whether ``path`` lies in one of ``folders`` (whose listing failed: its files are unknown)."""
     return any(path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders)
@@ -448,49 +332,44 @@ async def load_docs(
     except ValueError as exc:
         raise InputError(str(exc), source="--acl") from exc
     options = dataclasses.replace(options or LoadOptions(), resume=False, limit=None)
-    embedder = await embedder_of_index(store, embedder, rebuild=options.rebuild, index=options.index)
+    embedder = await embedder_of_index(
+        store, embedder, rebuild=options.rebuild, index=options.index, embedders=options.config.embedders
+    )
     embedder_id = embedder.model_id if embedder is not None else None
-    state = {} if options.rebuild else await existing_state(store, root, options.index, embedder_id, only)
-    limits = ZipLimits.from_settings(store.settings)
-    budget = int(store.settings.docs_max_text_mb * 2**20)
+    name = options.index or store.names.passages_alias
+    just = str(only) if only else None
+    state = {} if options.rebuild else await store.file_states(name, str(root), embedder_id, just)
+    held = {} if options.rebuild else await store.held_doc_ids(name, str(root), just)
     secret = await deployment_secret(store)
-    held = {} if options.rebuild else await held_doc_ids(store, root, options.index, only)
     source = DocsSource(
         root,
         state,
         embed=embedder is not None,
         only=only,
-        zip_limits=limits,
+        zip_limits=options.config.zip_limits,
         acls=acls,
-        max_text=budget,
+        max_text=options.config.max_text,
         secret=secret,
         held_ids=held,
     )
     report = await run_load(store, source, options, embedder=embedder, progress=progress)
-    clauses: list[dict[str, Any]] = []
-    for path, count in source.changed.items():
-        if path in state:
-            clauses.append({"bool": {"filter": [{"term": {"path": path}}, {"range": {"chunk": {"gte": count}}}]}})
-    for path in sorted(source.rekeyed & set(source.changed)):  # the chunks under its old id
-        clauses.append(
-            {
-                "bool": {
-                    "filter": [{"term": {"path": path}}],
-                    "must_not": [{"term": {"doc_id": doc_id_of(path, secret)}}],
-                }
-            }
-        )
+    surplus = [(path, count) for path, count in source.changed.items() if path in state]
+    rekeyed = [(path, doc_id_of(path, secret)) for path in sorted(source.rekeyed & set(source.changed))]
     unreadable = [folder for folder, _ in source.walk_errors]
     gone = [path for path in state if path not in source.seen and not _under_any(path, unreadable)]
-    clauses += [{"term": {"path": path}} for path in gone]
-    clauses += [{"term": {"path": path}} for path in sorted(source.unextracted) if path in state]
-    deleted = await _delete(store, report.index, clauses) if clauses else 0
+    paths = gone + [path for path in sorted(source.unextracted) if path in state]
+    cascade = partial(purge_derived, store)
+    deleted = (
+        await store.delete_passages(report.index, paths, surplus, rekeyed, cascade=cascade)
+        if paths or surplus or rekeyed
+        else 0
+    )
     extra = {
         **report.extra,
         "files_new_or_changed": len(source.changed) - source.acl_changed,
         "files_acl_changed": source.acl_changed,
         "files_removed": len(gone),
-        "files_rekeyed": len(source.rekeyed & set(source.changed)),
+        "files_rekeyed": len(rekeyed),
         "files_unextracted_removed": sum(path in state for path in source.unextracted),
         "files_not_read": dict(sorted(source.not_read.items())),
         "unreadable_dirs": unreadable,

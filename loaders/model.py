@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from hopsearch.loaders.config import LoadConfig
+
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
@@ -138,6 +140,8 @@ class LoadOptions:
     #: docs: the principals of the files no ``.hopsearch-acl.yaml`` covers (None: no ``acl``; the
     #: ``acl_default`` setting decides at search time)
     acl: tuple[str, ...] | None = None
+    #: what the load reads of the settings (the command line's: ``LoadConfig.of(settings)``)
+    config: LoadConfig = field(default_factory=LoadConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,8 +256,7 @@ async def run_load(
 ) -> LoadReport:
     """Load ``source`` into the passages index (or a new version with ``rebuild``); see the module doc."""
     options = options or LoadOptions()
-    settings = store.settings
-    ck_default, dl_default = default_paths(settings.state_dir, settings.index_prefix, source.kind, source.path)
+    ck_default, dl_default = default_paths(options.config.state_dir, store.names.prefix, source.kind, source.path)
     ck_path = options.checkpoint or ck_default
     dl_path = options.dead_letter or dl_default
     previous, restarted = _previous_load(source, options, ck_path, embedder)
@@ -271,6 +270,7 @@ async def run_load(
         embedder,
         rebuild=options.rebuild and previous is None,
         index=previous.index if previous else options.index,
+        embedders=options.config.embedders,
     )
     began = time.monotonic()
     run = _Run(store, source, options, embedder, progress or NoProgress(), ck_path, dl_path, previous)
@@ -325,7 +325,7 @@ class _Run:
         self.store, self.source, self.options, self.embedder = store, source, options, embedder
         self.progress, self.ck_path, self.dl_path, self.previous = progress, ck_path, dl_path, previous
         # the index the messages name until the target is known
-        self.index = previous.index if previous else options.index or store.settings.passages_alias
+        self.index = previous.index if previous else options.index or store.names.passages_alias
         self.swap = False
         self.held: LoadSettings | None = None
         self.checkpoint = previous
@@ -376,7 +376,7 @@ class _Run:
         tracker = _Tracker(checkpoint, self.ck_path, letters, self.progress)
         self.progress.start(source.total(), checkpoint.progress, checkpoint.read)
         reuses = self.embedder is not None or bool(getattr(source, "reuses_vectors", False))
-        cache = VectorCache.for_settings(store.settings) if reuses else None
+        cache = VectorCache.for_settings(self.options.config) if reuses else None
         try:
             with _few_gc_passes():
                 meta = await store.index_meta(index)

@@ -44,7 +44,7 @@ async def copy_rest(
     ja_analysis: str | None,
 ) -> int:
     """Copy the passages of ``old`` that ``own`` does not match into ``new``; returns how many."""
-    cache = VectorCache.for_settings(store.settings) if embedder is not None else None
+    cache = VectorCache.for_settings(options.config) if embedder is not None else None
     try:
         size = max(100, min(options.batch_size, 5000))
         query = {"bool": {"must_not": [own]}}

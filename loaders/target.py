@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from hopsearch.loaders.checkpoint import Checkpoint
-from hopsearch.service.embedders.factory import embedder_for_id
+from hopsearch.service.embedders.factory import LocalEmbedders, embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.types import Embedder
@@ -75,7 +75,12 @@ async def open_target(
 
 
 async def embedder_of_index(
-    store: Store, embedder: Embedder | None, *, rebuild: bool, index: str | None = None
+    store: Store,
+    embedder: Embedder | None,
+    *,
+    rebuild: bool,
+    index: str | None = None,
+    embedders: LocalEmbedders | None = None,
 ) -> Embedder | None:
     """The embedder a load into ``index`` (default: the passages alias) embeds with: ``embedder``, or,
     where the index already holds vectors of another embedder this version knows (an older id, the
@@ -83,13 +88,13 @@ async def embedder_of_index(
     strands no index; ``--rebuild`` moves the index to ``embedder``."""
     if embedder is None or rebuild:
         return embedder
-    name = index or store.settings.passages_alias
+    name = index or store.names.passages_alias
     if not await store.exists(name):
         return embedder
     stored = (await store.index_meta(name)).get("embedder")
     if not isinstance(stored, str) or stored == embedder.model_id:
         return embedder
-    found = embedder_for_id(stored, store.settings, configured=embedder)
+    found = embedder_for_id(stored, embedders or LocalEmbedders(), configured=embedder)
     if found is None:
         return embedder  # open_target refuses it with the index's and the embedder's ids
     log.warning(
@@ -124,7 +129,7 @@ class LoadSettings:
                 # Left over from a load that could not restore it: reset to the server default.
                 log.warning("index %s had refresh_interval -1 before the load; it will be reset", self.index)
                 refresh = None
-            replicas = self.store.settings.passages_replicas
+            replicas = self.store.writes.passages_replicas
             self.restore = {
                 "refresh_interval": refresh,
                 "number_of_replicas": current.get("number_of_replicas", "1") if replicas is None else replicas,
@@ -135,7 +140,7 @@ class LoadSettings:
         resumed = self.restore is not None
         await self.remember()
         try:
-            await self.store.put_settings(self.index, load_settings(self.store.settings.es_wait_for_active_shards))
+            await self.store.put_settings(self.index, load_settings(self.store.writes.wait_for_active_shards))
         except StoreError as exc:
             if resumed:  # what the interrupted load left stays until a load gets through
                 self.unrestored = str(exc)

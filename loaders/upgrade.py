@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopsearch.loaders.bulk import send_batch
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.model import LoadOptions, SourceBatch
 from hopsearch.loaders.reuse import VectorCounts, fill_vectors
 from hopsearch.loaders.vector_cache import VectorCache
@@ -41,6 +42,7 @@ async def upgrade_index(
     acl: Sequence[str] | None = None,
     embedder: Embedder | None = None,
     batch_size: int = 500,
+    config: LoadConfig | None = None,
 ) -> dict[str, Any]:
     """Upgrade ``name`` (an index, or the indices behind an alias) in place; with ``acl``, give the passages
     without one these principals. Returns what was done, per index."""
@@ -54,18 +56,20 @@ async def upgrade_index(
     for index, before in done:
         row: dict[str, Any] = {"index": index, "from": before, "to": max(before, IN_PLACE_VERSION)}
         if principals is not None:
-            row["acl_given"], row["vectors"] = await _give_acl(store, index, principals, embedder, batch_size)
+            row["acl_given"], row["vectors"] = await _give_acl(
+                store, index, principals, embedder, batch_size, config or LoadConfig()
+            )
         rows.append(row)
     return {"indices": rows}
 
 
 async def _give_acl(
-    store: Store, index: str, acl: list[str], embedder: Embedder | None, batch_size: int
+    store: Store, index: str, acl: list[str], embedder: Embedder | None, batch_size: int, config: LoadConfig
 ) -> tuple[int, dict[str, int]]:
     meta = await store.index_meta(index)
     ja_analysis = meta.get("ja_analysis")
     counts = VectorCounts()
-    cache = VectorCache.for_settings(store.settings) if meta.get("embedder") else None
+    cache = VectorCache.for_settings(config) if meta.get("embedder") else None
     given = 0
     seen: set[str] = set()
     try:

@@ -26,6 +26,7 @@ from types import TracebackType
 
 import numpy as np
 
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.service.config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class VectorCache:
         return db
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> VectorCache | None:
+    def for_settings(cls, settings: Settings | LoadConfig) -> VectorCache | None:
         """The cache of these settings (``<cache_dir>/vectors.sqlite3``, ``vector_cache_mb``), None if off."""
         if settings.vector_cache_mb <= 0:
             return None

@@ -11,6 +11,7 @@ from hopsearch.service.access import ADMIN, Caller, Scope
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
 from hopsearch.service.requests import AskOptions, AskRequest
 from hopsearch.service.retrieval import BoundRetriever, EsRetriever
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.retrieval.filters import parse_filters
 from hopsearch.service.retrieval.rerank import HttpReranker
 from hopsearch.service.store import Store
@@ -41,7 +42,10 @@ def bound(
     reranker: HttpReranker | None = None,
 ) -> BoundRetriever:
     """An :class:`EsRetriever` over ``store`` bound to :func:`scope_of` (what a strategy's run reads through)."""
-    return EsRetriever(store, embedder, reranker=reranker).bind(scope_of(store, index=index, filters=filters))
+    config = RetrievalConfig.of(store.settings)
+    return EsRetriever(store, embedder, reranker=reranker, config=config).bind(
+        scope_of(store, index=index, filters=filters)
+    )
 
 
 def asking(

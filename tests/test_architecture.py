@@ -12,7 +12,8 @@
   imports no wing, and of ``api/``'s root modules only ``app.py`` (which mounts them) does; no module that
   defines a ``router`` imports another that does;
 - every module path ``docs/architecture.md`` names exists, and its tables of packages and of which package
-  imports which are the code's.
+  imports which are the code's;
+- a store's settings are read only in ``service/store/``, its client only there and in ``service/retrieval/``.
 """
 
 from __future__ import annotations
@@ -268,6 +269,31 @@ def test_every_module_path_in_the_architecture_doc_exists() -> None:
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     missing += sorted(d for d in dotted if d not in known)
     assert missing == []
+
+
+#: where a store's ``settings`` and ``client`` may be read (each component is handed the settings it uses;
+#: Elasticsearch's client stays in the store, and in retrieval, which runs its ``_msearch``)
+STORE_INSIDES = {"settings": ("service/store/",), "client": ("service/store/", "service/retrieval/")}
+
+
+def store_insides(root: Path = ROOT) -> list[str]:
+    """List each read of ``store.settings`` or ``store.client`` (``self.store``, ``self._store`` too) where
+    :data:`STORE_INSIDES` does not allow it, as ``path:line store.attr``."""
+    found: list[str] = []
+    for path in modules(root).values():
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute) or node.attr not in STORE_INSIDES:
+                continue
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in ("store", "_store") and not where.startswith(STORE_INSIDES[node.attr]):
+                found.append(f"{where}:{node.lineno} {name}.{node.attr}")
+    return sorted(found)
+
+
+def test_the_store_keeps_its_settings_and_client() -> None:
+    assert store_insides() == []
 
 
 def test_the_checks_see_what_they_check(tmp_path: Path) -> None:

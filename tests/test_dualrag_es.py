@@ -10,6 +10,7 @@ from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines.model import EntityOutline, Fact
 from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import AskOptions
 from hopsearch.service.strategies.base import Answer
@@ -50,7 +51,13 @@ async def ask(
     sink = ElasticsearchTraceSink(store, store.settings.traces_index, refresh=True)
     with server_for("vllm", model) as server:
         async with LLMClient(settings_for(server)) as llm:
-            dual = DualRAG(llm, EsRetriever(store), sink, outlines=EsOutlineStore(store), **strategy)
+            dual = DualRAG(
+                llm,
+                EsRetriever(store, config=RetrievalConfig.of(store.settings)),
+                sink,
+                outlines=EsOutlineStore(store),
+                **strategy,
+            )
             answer = await dual.answer(asking(question, AskOptions(), store=store, namespace=namespace))
     answer.raise_for_error()
     doc = await store.get_document(store.settings.traces_index, answer.trace.trace_id)

@@ -19,6 +19,7 @@ from hopsearch.service.errors import InputError
 from hopsearch.service.outlines.entities import EntityLinker, entity_key
 from hopsearch.service.outlines.store import EsOutlineStore
 from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.store import Store
 from hopsearch.service.text.japanese import TOKENS, Synonyms, ja_query, ja_tokens_note, ja_tokens_of, tokenizer
 from hopsearch.service.types import RetrievalQuery
@@ -102,7 +103,7 @@ async def test_variant_names_and_synonyms_find_their_documents(es_node: EsNode, 
     try:
         await _load(store, root, tmp_path)
         assert (await store.index_meta())["ja_tokens"] == TOKENS
-        retriever = EsRetriever(store)
+        retriever = EsRetriever(store, config=RetrievalConfig.of(store.settings))
         scope = scope_of(store)
         asked = ["高木正人はどこの工場長ですか", "山崎浩の前職は何ですか", "研開の第二グループのリーダーは誰ですか"]
         results = await retriever.search_many(scope, [RetrievalQuery(q, k=1, mode="bm25") for q in asked])

@@ -13,6 +13,7 @@ import pytest
 
 from hopsearch.loaders.api import ensure_qa_contexts, load_dpr, load_jsonl, load_qa_contexts
 from hopsearch.loaders.checkpoint import read_checkpoint
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.loaders.questions import read_questions
 from hopsearch.service.embedders.minilm import MiniLMEmbedder
@@ -124,10 +125,11 @@ async def test_demo_and_eval_contexts_load_through_the_pipeline(store: Store, tm
     ]  # fmt: skip
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in records))
     local = Store(store.settings.model_copy(update={"state_dir": tmp_path / "state"}), store.client, store.info)
+    config = LoadConfig(state_dir=tmp_path / "state")
     questions = read_questions(path)
-    first = await ensure_qa_contexts(local, path, questions[:1])
+    first = await ensure_qa_contexts(local, path, questions[:1], config=config)
     assert (first.read, first.indexed, first.extra["already_indexed"]) == (2, 2, 0)
-    report = await ensure_qa_contexts(local, path, questions)  # the rest resumes from the checkpoint
+    report = await ensure_qa_contexts(local, path, questions, config=config)  # the rest resumes from the checkpoint
     assert report.reconciled and (report.read, report.indexed, report.rejected, report.skipped) == (5, 3, 1, 1)
     assert report.extra["already_indexed"] == 2 and report.resumed_from == 2
     checkpoint = read_checkpoint(Path(str(report.checkpoint)))
@@ -135,7 +137,7 @@ async def test_demo_and_eval_contexts_load_through_the_pipeline(store: Store, tm
     assert Path(str(report.checkpoint)).parent == tmp_path / "state" / "loads"
     letters = read_letters(report.dead_letter)
     assert len(letters) == 1 and letters[0]["line"] == 2 and "empty paragraph" in letters[0]["reason"]
-    again = await ensure_qa_contexts(local, path, questions)  # already indexed: skipped at once
+    again = await ensure_qa_contexts(local, path, questions, config=config)  # already indexed: skipped at once
     assert (again.indexed, again.extra["already_indexed"], again.seconds) == (3, 3, 0.0)
     assert await local.count() == 3
 

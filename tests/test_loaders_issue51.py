@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.docs import load_docs
 from hopsearch.service.store import Store
 from tests.conftest import make_settings
@@ -62,8 +63,8 @@ async def test_budget_turns_a_pathological_file_into_a_dead_letter(store: Store,
     root.mkdir()
     (root / "a_wide.csv").write_bytes(wide_csv(64 * 1024))
     normal_files(root)
-    store.settings = store.settings.model_copy(update={"docs_max_text_mb": 0.02})  # about 21,000 characters
-    report = await load_docs(store, root, opts(tmp_path))
+    budget = LoadConfig.of(store.settings.model_copy(update={"docs_max_text_mb": 0.02}))  # about 21,000 characters
+    report = await load_docs(store, root, opts(tmp_path, config=budget))
     letters = {Path(e["file"]).name: e["reason"] for e in read_letters(report.dead_letter)}
     assert set(letters) == {"a_wide.csv"} and "docs_max_text_mb" in letters["a_wide.csv"]
     assert "over the per-file budget" in letters["a_wide.csv"]

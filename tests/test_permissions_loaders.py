@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from hopsearch.cli.main import main
 from hopsearch.loaders.api import load_docs, load_dpr, load_jsonl, load_qa_contexts
+from hopsearch.loaders.config import LoadConfig
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.access import Caller
 from hopsearch.service.app import usecases
@@ -168,18 +169,19 @@ async def test_an_acl_change_resends_whole_documents_without_embedding_them_agai
     )
     async with await Runtime.open(settings) as runtime:
         store = runtime.store
+        loading = LoadOptions(config=LoadConfig.of(settings))  # the settings' vector cache
         try:
             root = tmp_path / "tree"
             _tree(root)
             embedder = CountingEmbedder(minilm)
-            first = await load_docs(store, root, embedder=embedder)
+            first = await load_docs(store, root, loading, embedder=embedder)
             chunks = first.documents
             assert embedder.texts == chunks > 0
             before = await _vectors(store)
             # the HR folder opens up to staff: an ACL-only change of the two HR files
             (root / "hr" / ".hopsearch-acl.yaml").write_text('"*": [group:staff]\n')
             embedder.texts = 0
-            again = await load_docs(store, root, embedder=embedder)
+            again = await load_docs(store, root, loading, embedder=embedder)
             assert embedder.texts == 0, again.extra
             assert again.extra["files_acl_changed"] == 2 and again.extra["files_new_or_changed"] == 0
             hr_chunks = again.documents
@@ -197,11 +199,11 @@ async def test_an_acl_change_resends_whole_documents_without_embedding_them_agai
             }
             # and a --no-embed load of another ACL change keeps them too (read back from the index)
             (root / "hr" / ".hopsearch-acl.yaml").write_text('"*": [group:hr]\n')
-            third = await load_docs(store, root)
+            third = await load_docs(store, root, loading)
             assert third.extra["files_acl_changed"] == 2 and await _vectors(store) == before
             assert third.extra["vectors"]["from_index"] == hr_chunks
             # unchanged ACLs: nothing re-sent
-            fourth = await load_docs(store, root, embedder=embedder)
+            fourth = await load_docs(store, root, loading, embedder=embedder)
             assert fourth.skipped == fourth.read and embedder.texts == 0
         finally:
             await store.client.indices.delete(

@@ -87,7 +87,7 @@ class ApiState:
     async def key_store(self) -> KeyStore:
         """The stored API keys (``<prefix>-keys``) over the shared runtime's store."""
         if self._key_store is None:
-            self._key_store = KeyStore.of((await self.runtime()).store)
+            self._key_store = KeyStore.of((await self.runtime()).store, self.settings.api_key_cache_s)
         return self._key_store
 
     async def viewer_sessions(self) -> ViewerSessions:
@@ -161,7 +161,8 @@ class ApiState:
         JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
         if self._verifier is None:
             store = (await self.runtime()).store
-            made = token_verifier(self.settings, await self.key_store(), EsGroups(store))
+            groups = EsGroups(store, cache_s=self.settings.groups_cache_s)
+            made = token_verifier(self.settings, await self.key_store(), groups)
             assert isinstance(made, JwtVerifier)  # a key lookup is given: back ends' tokens always apply
             self._verifier = made
         return self._verifier

@@ -16,8 +16,10 @@ from hopsearch.service.config.settings import Settings
 from hopsearch.service.embedders import make_embedder
 from hopsearch.service.errors import IndexMissing
 from hopsearch.service.llm import LLMClient
+from hopsearch.service.outlines.store import OutlinesConfig
 from hopsearch.service.requests import AskOptions, Query
 from hopsearch.service.retrieval import EsRetriever
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.retrieval.rerank import make_reranker
 from hopsearch.service.store import Store
 from hopsearch.service.strategies import STRATEGIES, Answer, Strategy, build_strategy
@@ -38,6 +40,8 @@ class Runtime:
     llm: LLMClient
     retriever: EsRetriever
     sink: ElasticsearchTraceSink
+    #: what the outline stores over :attr:`store` use of the settings
+    outlines_config: OutlinesConfig = field(default_factory=OutlinesConfig)
     _strategies: dict[str, Strategy] = field(default_factory=dict)
 
     @classmethod
@@ -55,8 +59,11 @@ class Runtime:
             store=store,
             embedder=embedder,
             llm=llm,
-            retriever=EsRetriever(store, embedder, reranker=make_reranker(settings)),
+            retriever=EsRetriever(
+                store, embedder, reranker=make_reranker(settings), config=RetrievalConfig.of(settings)
+            ),
             sink=ElasticsearchTraceSink(store, settings.traces_index, refresh=refresh_traces),
+            outlines_config=OutlinesConfig.of(settings),
         )
 
     async def close(self) -> None:

@@ -24,7 +24,6 @@ from typing import Any, Protocol
 from hopsearch.service.access import document_principal, principal
 from hopsearch.service.errors import IndexMissing, InputError, VersionConflict
 from hopsearch.service.store import Store, load_template
-from hopsearch.service.store.esclient import call
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +92,11 @@ class EsGroups:
     """The groups index of a :class:`Store`: the :class:`GroupLookup` of the verifiers and what
     ``hopsearch groups`` changes."""
 
-    def __init__(self, store: Store, *, index: str | None = None, cache_s: float | None = None) -> None:
+    def __init__(self, store: Store, *, cache_s: float, index: str | None = None) -> None:
         self.store = store
-        self.index = index or store.settings.groups_index
-        self.cache_s = store.settings.groups_cache_s if cache_s is None else cache_s
+        self.index = index or store.names.groups
+        #: seconds a user's groups are reused (``groups_cache_s``)
+        self.cache_s = cache_s
         self._known: dict[str, tuple[float, frozenset[str]]] = {}
 
     async def ensure(self) -> None:
@@ -168,10 +168,9 @@ class EsGroups:
         return {"user": key, "groups": groups, "updated_at": datetime.now(UTC).isoformat()}
 
     async def _delete(self, key: str, seq_no: int, term: int) -> None:
-        client = self.store.client
-        await call(
-            client.delete(index=self.index, id=key, if_seq_no=seq_no, if_primary_term=term, refresh="true"),
-            f"deleting the groups of [{key}]",
+        what = f"deleting the groups of [{key}]"
+        await self.store.delete_document(
+            self.index, key, if_seq_no=seq_no, if_primary_term=term, refresh=True, what=what
         )
 
     async def users(self) -> list[UserGroups]:

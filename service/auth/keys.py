@@ -269,8 +269,9 @@ class KeyStore:
         self._ready = False
 
     @classmethod
-    def of(cls, store: Store) -> KeyStore:
-        return cls(store, store.settings.keys_index, store.settings.api_key_cache_s)
+    def of(cls, store: Store, cache_s: float = 0.5) -> KeyStore:
+        """Open the keys index of ``store``; ``cache_s``: the ``api_key_cache_s`` setting (its default here)."""
+        return cls(store, store.names.keys, cache_s)
 
     async def ensure_index(self) -> None:
         if self._ready:

@@ -25,9 +25,9 @@ from typing import Any
 from hopsearch.service.access import Caller
 from hopsearch.service.auth.keys import KeyStore, hash_secret, key_refusal
 from hopsearch.service.auth.records import KeyLimits
+from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import AuthenticationError, IndexMissing, VersionConflict
 from hopsearch.service.store import Store
-from hopsearch.service.store.esclient import call
 
 CODE_PREFIX = "hv_"
 SESSION_PREFIX = "hvs_"
@@ -78,9 +78,9 @@ class ViewerSessions:
         self.session_s = session_s
 
     @classmethod
-    def of(cls, store: Store) -> ViewerSessions:
-        settings = store.settings
-        return cls(KeyStore.of(store), settings.ui_code_s, settings.ui_session_s)
+    def of(cls, store: Store, settings: Settings) -> ViewerSessions:
+        """Keep the sessions in ``store``'s keys index, with the lifetimes ``settings`` give."""
+        return cls(KeyStore.of(store, settings.api_key_cache_s), settings.ui_code_s, settings.ui_session_s)
 
     @property
     def _store(self) -> Store:
@@ -154,11 +154,9 @@ class ViewerSessions:
         if found is None or found[0].get("kind") != "viewer_code":
             return None
         doc, seq_no, term = found
-        client = self._store.client
         try:
-            await call(
-                client.delete(index=self.keys.index, id=doc_id, if_seq_no=seq_no, if_primary_term=term),
-                "use a viewer code",
+            await self._store.delete_document(
+                self.keys.index, doc_id, if_seq_no=seq_no, if_primary_term=term, what="use a viewer code"
             )
         except (VersionConflict, IndexMissing):
             return None

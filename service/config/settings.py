@@ -119,7 +119,8 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "hopsearch"
 
 
-def _default_state() -> Path:
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/hopsearch`` (``~/.local/state/hopsearch``): the ``state_dir`` setting's default."""
     return Path(os.environ.get("XDG_STATE_HOME", str(Path.home() / ".local" / "state"))) / "hopsearch"
 
 
@@ -557,7 +558,7 @@ class Settings(BaseSettings):
     llm_ctx: int = Field(4096, ge=256, description="Context length of the local LLM server (`llm up`).")
     llm_startup_timeout: float = Field(180.0, gt=0, description="Seconds `llm up` waits for /v1/models.")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Downloads (ES zips) and built ONNX graphs.")
-    state_dir: Path = Field(default_factory=_default_state, description="Local node data, logs, pid files.")
+    state_dir: Path = Field(default_factory=default_state_dir, description="Local node data, logs, pid files.")
 
     @field_validator("es_url", "llm_base_url", mode="before")
     @classmethod

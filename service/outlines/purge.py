@@ -12,15 +12,14 @@ citations name the document are deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from hopsearch.service.errors import IndexMissing, StoreError
-from hopsearch.service.outlines.lineage import split_source
+from hopsearch.service.errors import HopsearchError, IndexMissing, StoreError
+from hopsearch.service.outlines.lineage import source, split_source
 from hopsearch.service.outlines.model import EntityOutline
 from hopsearch.service.outlines.store import OUTLINES_SCHEMA, EsOutlineStore
 from hopsearch.service.store import Store, load_template
-from hopsearch.service.store.esclient import body_of, call
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ async def index_names(store: Store, name: str) -> set[str]:
     a question read: mostly the passages alias)."""
     names = {name}
     try:
-        response = body_of(await call(store.client.indices.get_alias(index=name), f"reading the aliases of [{name}]"))
+        response = await store.get_aliases(name)
     except IndexMissing:
         return names
     for concrete, body in response.items():
@@ -112,9 +111,23 @@ async def _purge_one(outlines: EsOutlineStore, doc_id: str, gone: Callable[[str]
     return 0
 
 
+async def purge_derived(store: Store, index: str, ids: Sequence[str]) -> None:
+    """Erase the outline facts derived from the deleted passages ``ids`` of ``index`` (the cascade of
+    :meth:`~hopsearch.service.store.Store.delete_passages`); a failed purge leaves them to the at-use check,
+    which reads a missing passage as nobody's, so the caller goes on."""
+    try:
+        names = await index_names(store, index)
+        removed = await purge_outlines(store, entries={source(name, i) for name in names for i in ids})
+    except HopsearchError as exc:
+        log.warning("outline facts derived from %d deleted chunks not purged: %s", len(ids), exc)
+        return
+    if removed:
+        log.info("purged %d outline facts derived from %d deleted chunks", removed, len(ids))
+
+
 async def purge_traces(store: Store, doc_ids: Collection[str]) -> list[str]:
     """Delete the traces whose steps or citations name one of ``doc_ids``; returns their ids."""
-    index = store.settings.traces_index
+    index = store.names.traces
     if not doc_ids or not await store.exists(index):
         return []
     ids = sorted(doc_ids)
@@ -152,7 +165,7 @@ async def _all_outlines(store: Store, index: str) -> list[tuple[str, dict[str, A
 
 
 async def _fill(store: Store, index: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
-    await call(store.client.indices.create(index=index, body=load_template("outlines")), f"creating index [{index}]")
+    await store.create_index(index, load_template("outlines"))
     _, errors = await store.bulk({"_index": index, "_id": i, "_source": doc} for i, doc in docs)
     if errors:
         raise StoreError(f"rebuilding {index}: {len(errors)} outline(s) not written", details={"errors": errors[:3]})
@@ -174,7 +187,7 @@ async def rebuild_outlines(store: Store) -> tuple[int, int]:
             f"[{spare}] exists (an earlier rebuild stopped): its outlines are the copy; restore or delete it"
         )
     await _fill(store, spare, docs)
-    await call(store.client.indices.delete(index=outlines.index), f"deleting index [{outlines.index}]")
+    await store.delete_indices([outlines.index])
     await _fill(store, outlines.index, docs)
-    await call(store.client.indices.delete(index=spare), f"deleting index [{spare}]")
+    await store.delete_indices([spare])
     return before, len(docs)

@@ -24,10 +24,11 @@ import asyncio
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from hopsearch.service.config.settings import DEFAULT_TIMEOUT_S, Settings
 from hopsearch.service.errors import VersionConflict
 from hopsearch.service.outlines.entities import entity_key
 from hopsearch.service.outlines.lineage import (
@@ -40,7 +41,6 @@ from hopsearch.service.outlines.lineage import (
 )
 from hopsearch.service.outlines.model import AliasSource, EntityOutline, Fact, outline_id, usable
 from hopsearch.service.store import Store
-from hopsearch.service.store.esclient import body_of, call
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +147,28 @@ class OutlineStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class OutlinesConfig:
+    """The settings an :class:`EsOutlineStore` uses (defaults: :class:`Settings`' own)."""
+
+    #: the readers of a new fact whose passages carry no ACL (``acl_default``)
+    acl_default: Literal["private", "public"] = "private"
+    #: how long a fact's trace may be unwritten before the fact reads as ``lost`` (``llm_deadline`` + 60 s:
+    #: the question that found it may still be running)
+    trace_pending_s: float = DEFAULT_TIMEOUT_S + 60
+
+    @classmethod
+    def of(cls, settings: Settings) -> OutlinesConfig:
+        return cls(settings.acl_default, settings.llm_deadline + 60)
+
+
 class EsOutlineStore:
     """The :class:`OutlineStore` over the outlines index of a :class:`Store`."""
 
-    def __init__(self, store: Store, index: str | None = None) -> None:
+    def __init__(self, store: Store, index: str | None = None, config: OutlinesConfig | None = None) -> None:
         self.store = store
-        self.index = index or store.settings.outlines_index
+        self.index = index or store.names.outlines
+        self.config = config or OutlinesConfig()
         self._schema: int | None = None
 
     async def schema(self) -> int:
@@ -160,11 +176,7 @@ class EsOutlineStore:
         if self._schema is None:
             if not await self.store.exists(self.index):
                 return 0
-            mapping = body_of(
-                await call(
-                    self.store.client.indices.get_mapping(index=self.index), f"reading the mapping of [{self.index}]"
-                )
-            )
+            mapping = await self.store.get_mapping(self.index)
             versions = [int(m.get("mappings", {}).get("_meta", {}).get("schema_version", 1)) for m in mapping.values()]
             self._schema = min(versions, default=1)
         return self._schema
@@ -192,9 +204,8 @@ class EsOutlineStore:
         named = sorted({f.trace_id for v in views if v is not None for f in v.facts if f.trace_id})
         if not named:
             return views
-        settings = self.store.settings
-        written = set(await self.store.get_sources(settings.traces_index, named, ["trace_id"]))
-        pending_s = settings.llm_deadline + 60
+        written = set(await self.store.get_sources(self.store.names.traces, named, ["trace_id"]))
+        pending_s = self.config.trace_pending_s
         return [
             None if v is None else replace(v, facts=tuple(f.with_trace(written, pending_s) for f in v.facts))
             for v in views
@@ -226,7 +237,7 @@ class EsOutlineStore:
         pending = {e for o in outlines for f in o.facts if f.lineage and f.readers is None for e in f.lineage}
         pending |= {e for o in outlines for a in o.alias_lineage if a.readers is None for e in a.lineage}
         acls = await source_acls(self.store, pending)
-        default = self.store.settings.acl_default
+        default = self.config.acl_default
 
         def fact(f: Fact) -> Fact:
             if not f.lineage or f.readers is not None:

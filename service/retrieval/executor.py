@@ -23,6 +23,7 @@ from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
 from hopsearch.service.retrieval import links
 from hopsearch.service.retrieval.bodies import bm25_body, match_of
+from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.retrieval.fusion import licence_of, refused, rrf_groups, rrf_order, split
 from hopsearch.service.retrieval.path_filters import with_relative_paths
 from hopsearch.service.retrieval.planner import Capabilities, IndexFacts, Sizes, dense_method, plan, scoped
@@ -48,14 +49,16 @@ class EsRetriever:
         *,
         rerank_candidates: int = 100,
         reranker: HttpReranker | None = None,
+        config: RetrievalConfig | None = None,
     ) -> None:
         self.store = store
+        self.config = config or RetrievalConfig()
         self.embedder = embedder
         self.reranker = reranker
         self.sizes = Sizes(reranker.top_n if reranker is not None else None, rerank_candidates)
         #: stored embedder id → its query embedder (:meth:`embedder_for`)
         self._index_embedders: dict[str, Embedder | None] = {}
-        path = store.settings.ja_synonyms
+        path = self.config.ja_synonyms
         self.synonyms = Synonyms.read(path) if path is not None else None
 
     def embedder_for(self, stored: object) -> Embedder | None:
@@ -65,7 +68,7 @@ class EsRetriever:
         if self.embedder is None or not isinstance(stored, str):
             return None
         if stored not in self._index_embedders:
-            found = embedder_for_id(stored, self.store.settings, configured=self.embedder)
+            found = embedder_for_id(stored, self.config.embedders, configured=self.embedder)
             if found is not None and found is not self.embedder:
                 log.info("vectors of %s: their index's queries are embedded with it", stored)
             self._index_embedders[stored] = found
@@ -136,7 +139,7 @@ class EsRetriever:
                         ja=ja_query(q.text, facts.meta, facts.synonyms),
                         searched=searched,
                         excerpt=excerpt,
-                        kind=self.store.settings.bm25_query,
+                        kind=self.config.bm25_query,
                     ),
                 )
                 for q in queries
@@ -160,8 +163,8 @@ class EsRetriever:
             embedded = await embed_queries(embedder, [queries[i].text for i in dense_idx])
             vectors = dict(zip(dense_idx, embedded, strict=True))
         kind = index_kind(facts, method)
-        settings = self.store.settings
-        knn = knn_options(kind, self.store.info, settings.knn_num_candidates, settings.knn_oversample)
+        config = self.config
+        knn = knn_options(kind, self.store.info, config.knn_num_candidates, config.knn_oversample)
         licence = None
         if any(q.mode == "hybrid" and q.fusion == "es_rrf" for q in queries):
             licence = licence_of(await self.store.licence())
@@ -181,7 +184,7 @@ class EsRetriever:
                 vectors=batch_vectors,
                 sizes=self.sizes,
                 knn=knn,
-                bm25=settings.bm25_query,
+                bm25=config.bm25_query,
             )
             try:
                 responses = await self.store.msearch(planned.searches, keep_errors=planned.keep_errors)
@@ -252,7 +255,7 @@ class EsRetriever:
         """The title lookup (where names were found) and the mention search (where asked) of one query."""
         query = hop.result.query
         ja = ja_query(query.text, facts.meta, facts.synonyms)
-        scored = match_of(query, ja, 1.0, facts.fields.searched, self.store.settings.bm25_query)
+        scored = match_of(query, ja, 1.0, facts.fields.searched, self.config.bm25_query)
         bodies: list[tuple[str, dict[str, Any]]] = []
         if hop.found.named_by:
             names = hop.found.names

@@ -1,6 +1,6 @@
 """The Elasticsearch store: one connection (:mod:`.base`) with its concerns in their own modules — index
 lifecycle (:mod:`.indices`), documents and bulk writes (:mod:`.documents`), searches (:mod:`.searches`),
-attached indices (:mod:`.attachments`)."""
+attached indices (:mod:`.attachments`), passages by file (:mod:`.passages`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from hopsearch.service.config.settings import Settings
 from hopsearch.service.store.attachments import Attachments
 from hopsearch.service.store.esclient import error_reason, make_client, probe
 from hopsearch.service.store.indices import SCHEMA_VERSION, embedding_mapping, load_template
+from hopsearch.service.store.passages import FileState, Passages
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "Store", "embedding_mapping", "error_reason", "load_template"]
+__all__ = ["SCHEMA_VERSION", "FileState", "Store", "embedding_mapping", "error_reason", "load_template"]
 
 
-class Store(Attachments):
+class Store(Attachments, Passages):
     """A connected store. Build it with :meth:`connect`; close it with :meth:`close`."""
 
     @classmethod

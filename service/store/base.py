@@ -4,6 +4,7 @@ the server is (:class:`~hopsearch.service.store.esclient.ServerInfo`), what was 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -12,12 +13,53 @@ from hopsearch.service.errors import IndexMissing, StoreError
 from hopsearch.service.store.esclient import NdjsonPoster, ServerInfo, body_of, call
 
 
+@dataclass(frozen=True, slots=True)
+class IndexNames:
+    """The indices of a store's prefix: what the components over it read and write by default."""
+
+    prefix: str
+    passages_alias: str
+    outlines: str
+    traces: str
+    keys: str
+    groups: str
+
+    @classmethod
+    def of(cls, settings: Settings) -> IndexNames:
+        return cls(
+            settings.index_prefix,
+            settings.passages_alias,
+            settings.outlines_index,
+            settings.traces_index,
+            settings.keys_index,
+            settings.groups_index,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WritePolicy:
+    """How the store writes (its settings ``es_request_timeout``, ``es_wait_for_active_shards`` and
+    ``passages_replicas``): what a load holds its index to and names in its messages."""
+
+    request_timeout_s: float
+    wait_for_active_shards: str | None
+    passages_replicas: int | None
+
+    @classmethod
+    def of(cls, settings: Settings) -> WritePolicy:
+        return cls(settings.es_request_timeout, settings.es_wait_for_active_shards, settings.passages_replicas)
+
+
 class Connected:
     """A connected store's shared state (see :class:`hopsearch.service.store.Store`)."""
 
     def __init__(self, settings: Settings, client: Any, info: ServerInfo) -> None:
         self.settings = settings
         self.client = client
+        #: the store's index names (its prefix's), for the components over it
+        self.names = IndexNames.of(settings)
+        #: how it writes, for the loads over it
+        self.writes = WritePolicy.of(settings)
         self.info = info
         self._meta_cache: dict[str, dict[str, Any]] = {}
         #: attached index → (when read, its attachment or None): :mod:`.attachments`

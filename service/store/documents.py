@@ -59,6 +59,18 @@ class Documents(Connected):
             return False
         return True
 
+    async def delete_document(
+        self, index: str, doc_id: str, *, if_seq_no: int, if_primary_term: int, refresh: bool = False, what: str = ""
+    ) -> None:
+        """Delete one document on the version read (``VersionConflict`` where it changed since, ``IndexMissing``
+        where its index is gone); ``what`` names the deletion in an error (default: the document)."""
+        params: dict[str, Any] = {"if_seq_no": if_seq_no, "if_primary_term": if_primary_term}
+        if refresh:
+            params["refresh"] = "true"
+        await call(
+            self.client.delete(index=index, id=doc_id, **params), what or f"deleting document [{doc_id}] of [{index}]"
+        )
+
     async def get_versioned(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
         """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
         or ``None``. A real-time get: it sees the latest write without a refresh."""

@@ -237,9 +237,13 @@ class IndexLifecycle(Connected):
                 details={"index": name},
             )
 
+    async def create_index(self, name: str, body: Mapping[str, Any]) -> None:
+        """Create the index ``name`` (a refusal, an existing index included, raises)."""
+        await call(self.client.indices.create(index=name, body=dict(body)), f"creating index [{name}]")
+
     async def _create(self, name: str, body: Mapping[str, Any]) -> None:
         try:
-            await call(self.client.indices.create(index=name, body=dict(body)), f"creating index [{name}]")
+            await self.create_index(name, body)
         except StoreError as exc:
             if "resource_already_exists_exception" not in str(exc):
                 raise
@@ -401,6 +405,14 @@ class IndexLifecycle(Connected):
             self.client.indices.put_settings(index=index, body={"index": dict(settings)}),
             f"changing the settings of [{index}]",
         )
+
+    async def get_aliases(self, name: str) -> dict[str, Any]:
+        """Read each index ``name`` names with its aliases (``GET <name>/_alias``; ``IndexMissing`` where none)."""
+        return body_of(await call(self.client.indices.get_alias(index=name), f"reading the aliases of [{name}]"))
+
+    async def get_mapping(self, index: str) -> dict[str, Any]:
+        """Read the mapping of each index behind ``index`` (``GET <index>/_mapping``)."""
+        return body_of(await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]"))
 
     async def get_settings(self, index: str) -> dict[str, Any]:
         response = body_of(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ConfigError
 from hopsearch.service.llm import LLMClient
-from hopsearch.service.outlines.store import EsOutlineStore
+from hopsearch.service.outlines.store import EsOutlineStore, OutlinesConfig
 from hopsearch.service.store import Store
 from hopsearch.service.strategies.base import RecordedStrategy, Strategy
 from hopsearch.service.strategies.deeprag import DeepRAG
@@ -64,7 +64,7 @@ def build_strategy(
             llm,
             retriever,
             sink,
-            outlines=EsOutlineStore(store) if store is not None else None,
+            outlines=EsOutlineStore(store, config=OutlinesConfig.of(settings)) if store is not None else None,
             embedder=embedder,
             max_age_s=settings.outline_max_age_s,
             persist=settings.outline_persist,

@@ -96,7 +96,7 @@ async def get_outline(
     runtime = await state.runtime()
     caller = caller_of(request.scope)
     space = bound_namespace(caller, namespace, state.settings.outline_namespace)
-    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
+    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index, runtime.outlines_config)
     found = await outlines.latest(entity, space, reader_for(caller, state.settings.acl_default))
     if found is None:
         raise NotFound(f"no outline for entity [{entity}]", details={"index": state.settings.outlines_index})
@@ -116,7 +116,7 @@ async def search_outlines(request: Request, body: OutlineSearchRequest) -> Orjso
     runtime = await state.runtime()
     caller = caller_of(request.scope)
     space = bound_namespace(caller, body.namespace, state.settings.outline_namespace)
-    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index)
+    outlines = EsOutlineStore(runtime.store, state.settings.outlines_index, runtime.outlines_config)
     found, total = await outlines.search_outlines(
         query=body.query,
         entity=body.entity,

@@ -182,7 +182,8 @@ async def _run_outline(state: ApiState, entity: str, namespace: str | None, call
     runtime = await state.runtime()
     space = bound_namespace(caller, namespace, settings.outline_namespace)
     reader = reader_for(caller, settings.acl_default)
-    found = await EsOutlineStore(runtime.store, settings.outlines_index).latest(entity, space, reader)
+    outlines = EsOutlineStore(runtime.store, settings.outlines_index, runtime.outlines_config)
+    found = await outlines.latest(entity, space, reader)
     if found is None:
         raise NotFound(f"no outline for entity [{entity}]")
     return found[1].to_document()
