@@ -343,6 +343,16 @@ def launch(spec: NodeSpec) -> subprocess.Popen[bytes]:
     the members of a cluster answer only once all of them are up (:mod:`.escluster`)."""
     if read_pid(spec) is not None:
         stop(spec)
+    cmd, env = command(spec, _settings_args(spec, free_port()))
+    proc = spawn(cmd, spec.log_file, env=env)
+    spec.pid_file.write_text(str(proc.pid))
+    return proc
+
+
+def command(spec: NodeSpec, args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Return the command line and environment that run the distribution's ``bin/elasticsearch`` with
+    ``args`` as an unprivileged uid on the JDK its version needs, its config copied into the node's
+    folder (also the executable the test suite hands pytest-elasticsearch: ``tests/es_executable.py``)."""
     home = distribution(spec)
     spec.node_dir.mkdir(parents=True, exist_ok=True)
     conf = _prepare_config(home, spec)
@@ -358,10 +368,7 @@ def launch(spec: NodeSpec) -> subprocess.Popen[bytes]:
         }
     )
     (spec.node_dir / "tmp").mkdir(exist_ok=True)
-    cmd = [*_unprivileged_prefix(), str(home / "bin" / "elasticsearch"), *_settings_args(spec, free_port())]
-    proc = spawn(cmd, spec.log_file, env=env)
-    spec.pid_file.write_text(str(proc.pid))
-    return proc
+    return [*_unprivileged_prefix(), str(home / "bin" / "elasticsearch"), *args], env
 
 
 def stop(spec: NodeSpec, *, timeout: float = 60.0) -> bool:
