@@ -21,17 +21,17 @@ _BULLETS = "・●○■□◆◇※＊*-‐－" + "0123456789０１２３４５
 _SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is written on purpose: kept
 
 
-def _join(parts: list[str], *, lines: bool) -> str:
-    """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
-    words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
-    a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
+def _join(parts: list[str]) -> str:
+    """Lines joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
+    words, and a wrapped line continues the sentence); a Japanese sentence end, a bullet or a short line (a
+    heading, a paragraph's last line in a PDF) keeps the line break."""
     out = parts[0] if parts else ""
     width = max(map(len, parts), default=0)
     previous = out
     for part in parts[1:]:
         if not (is_cjk(out[-1]) and is_cjk(part[0])):
             out += " " + part
-        elif lines and (out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
+        elif out[-1] in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width:
             out += "\n" + part
         else:
             out += part
@@ -40,6 +40,8 @@ def _join(parts: list[str], *, lines: bool) -> str:
 
 
 def collapse(text: str) -> str:
-    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
-    lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
-    return _join([line for line in lines if line], lines=True)
+    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``).
+    Within a line a run of blanks is one space, between Japanese words too: a writer who types one there
+    means it (「佐藤 花子」, 「第1条 目的」), and the BM25 tokens read both spellings as the same words."""
+    lines = [" ".join(_SPACE.split(line.strip())) for line in text.splitlines()]
+    return _join([line for line in lines if line])

@@ -4,7 +4,9 @@
 ``.html``/``.htm`` selectolax (Lexbor) (these four decoded by :mod:`hopsearch.loaders.decode`) ·
 ``.pdf`` pypdf · ``.docx`` python-docx · ``.xlsx`` openpyxl · ``.pptx`` python-pptx (the last three in
 :mod:`hopsearch.loaders.office`). Every extractor returns the document title (``None`` when the file has
-none) and a list of :class:`Block` in reading order: headings (with their level) and paragraphs. A file
+none) and a list of :class:`Block` in reading order: headings (with their level; one below another written
+as its path, ``本社 > 管理本部``) and paragraphs, a table's data rows as records that carry its header
+(:mod:`hopsearch.loaders.tables`). A file
 that a library cannot read raises :class:`InputError` with the library's reason. The zip-based formats
 (docx, xlsx, pptx) are held to :class:`ZipLimits` before their library opens them
 (:mod:`hopsearch.loaders.ziplimits`).
@@ -16,12 +18,12 @@ import csv
 import io
 import re
 from collections.abc import Callable
-from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 from hopsearch.loaders.blocks import Block, collapse
-from hopsearch.loaders.decode import TEXT_DECODER_VERSION, decode_text
-from hopsearch.loaders.office import DOCX_READER_VERSION
+from hopsearch.loaders.decode import decode_text
+from hopsearch.loaders.html_parts import PARENT_CHARS, closest, html_table, item_text
+from hopsearch.loaders.tables import outline, path_of, record, table_blocks
 from hopsearch.loaders.ziplimits import ZIP_FORMATS, ZipLimits, check_zip
 from hopsearch.service.errors import InputError
 
@@ -59,35 +61,46 @@ def extract_csv(data: bytes) -> tuple[str | None, list[Block]]:
     except csv.Error as exc:
         raise InputError(f"unreadable CSV at line {reader.line_num}: {exc}") from exc
     header = [collapse(cell) for cell in rows[0]] if rows else []
-    blocks: list[Block] = []
-    for row in rows[1:]:
-        cells = [collapse(cell) for cell in row]
-        named = [f"{name}: {cell}" if name else cell for name, cell in zip_longest(header, cells, fillvalue="") if cell]
-        if named:
-            blocks.append(Block(" | ".join(named)))
+    blocks = [Block(text) for row in rows[1:] if (text := record(header, [collapse(cell) for cell in row]))]
     return None, blocks
 
 
 def extract_md(data: bytes) -> tuple[str | None, list[Block]]:
+    """Headings, paragraphs, code, tables as records (:func:`~hopsearch.loaders.tables.table_blocks`) and a
+    nested list item after its parents' text (``本社 > 管理本部 > 総務部``)."""
     from markdown_it import MarkdownIt
 
     tokens = MarkdownIt("commonmark").enable("table").parse(decode_text(data))
     blocks: list[Block] = []
-    level = 0
+    level = section = 0
+    items: list[str | None] = []  # the open list items' first paragraphs (None until read)
+    table: list[list[str]] | None = None
     for token in tokens:
         if token.type == "heading_open":
-            level = int(token.tag[1])
+            level = section = int(token.tag[1])
         elif token.type == "heading_close":
             level = 0
-        elif token.type == "inline" and token.content.strip():
-            blocks.append(Block(collapse(token.content), level))
+        elif token.type in ("list_item_open", "list_item_close"):
+            items = [*items, None] if token.type == "list_item_open" else items[:-1]
+        elif token.type in ("table_open", "tr_open"):
+            table = [] if token.type == "table_open" else [*(table or []), []]
+        elif token.type == "table_close" and table is not None:
+            blocks.extend(table_blocks(table, level=min(section + 1, 6)))
+            table = None
+        elif token.type == "inline" and table:
+            table[-1].append(collapse(token.content))
+        elif token.type == "inline" and (text := collapse(token.content)):
+            if items and items[-1] is None:
+                items[-1] = text
+                text = path_of([p for p in items[:-1] if p and len(p) <= PARENT_CHARS], text)
+            blocks.append(Block(text, level))
         elif token.type in ("fence", "code_block") and token.content.strip():
             blocks.append(Block(token.content.strip()))
     title = next((b.text for b in blocks if b.level == 1), None)
     return title, blocks
 
 
-_HTML_BLOCKS = "h1,h2,h3,h4,h5,h6,p,li,pre,blockquote,td,th,dt,dd,figcaption"
+_HTML_BLOCKS = "h1,h2,h3,h4,h5,h6,p,li,pre,blockquote,table,dt,dd,figcaption"
 #: Page chrome rather than content: navigation, banners, site footers, sidebars; texinfo's
 #: "Next: … Previous: … Up: …" panels (``nav-panel``, older ``header``), DocBook's ``navheader``/``navfooter``.
 _HTML_CHROME = (
@@ -125,16 +138,26 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
     for node in tree.css("script,style,noscript,template"):
         node.decompose()
     _drop_chrome(tree)
+    for br in tree.css("br"):
+        br.replace_with("\n")  # a line break; inline markup (<b>, <a>, <span>) joins its text as written
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node is not None else None
     blocks: list[Block] = []
+    section = 0
     for node in tree.css(_HTML_BLOCKS):
-        if len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
+        if closest(node, "table") is not None:
+            continue  # read with its table
+        if node.tag == "table":
+            blocks.extend(html_table(node, min(section + 1, 6)))
+            continue
+        if node.tag != "li" and len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
             continue  # its inner blocks come on their own
-        text = collapse(node.text(separator=" "))
+        text = item_text(node) if node.tag == "li" else collapse(node.text(separator=""))
         if text and not _NAV_LINE.match(text):
             tag = node.tag or ""
-            blocks.append(Block(text, int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0))
+            level = int(tag[1]) if re.fullmatch(r"h[1-6]", tag) else 0
+            section = level or section
+            blocks.append(Block(text, level))
     if not blocks and tree.body is not None:
         blocks = _paragraphs(tree.body.text(separator="\n"))
     return title or next((b.text for b in blocks if b.level == 1), None), blocks
@@ -189,18 +212,21 @@ EXTRACTORS: dict[str, Callable[[bytes], tuple[str | None, list[Block]]]] = {
 }
 
 
-#: The suffixes whose text goes through :func:`~hopsearch.loaders.decode.decode_text`.
-TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".csv", ".html", ".htm"})
+#: The version of every extractor (see :func:`extractor_version`; bump it when a file's text can come out
+#: differently, so that the skip check reads the files again): 2, text files decoded by
+#: :mod:`~hopsearch.loaders.decode` (before, latin-1 mojibake) and .docx tables where they stand in the
+#: body; 3, table rows as records under their header, nested headings and lists as paths
+#: (``本社 > 管理本部``), and the space typed between Japanese words (「佐藤 花子」) kept.
+EXTRACTOR_VERSION = 3
 
 
 def extractor_version(suffix: str) -> int:
     """The version of the code that turns a file of this suffix into text, stored with its chunks
     (``metadata.extractor``; chunks without one are version 1): a file whose chunks are older is read
-    again even when its bytes are unchanged."""
-    suffix = suffix.lower()
-    if suffix in TEXT_SUFFIXES:
-        return TEXT_DECODER_VERSION
-    return DOCX_READER_VERSION if suffix == ".docx" else 1
+    again even when its bytes are unchanged. One version for every suffix (the rules they share changed
+    together)."""
+    del suffix
+    return EXTRACTOR_VERSION
 
 
 def extract(
@@ -214,9 +240,11 @@ def extract(
         check_zip(data, limits or ZipLimits(), suffix.lstrip(".").upper())
     try:
         if suffix == ".xlsx":  # the one extractor that logs (the hidden sheets it skips), so it names the file
-            return extract_xlsx(data, source=source)
-        return EXTRACTORS[suffix](data)
+            title, blocks = extract_xlsx(data, source=source)
+        else:
+            title, blocks = EXTRACTORS[suffix](data)
     except InputError:
         raise
     except Exception as exc:  # a library's own failure on a malformed file, whatever its type
         raise InputError(f"cannot extract {suffix} text: {type(exc).__name__}: {exc}") from exc
+    return title, outline(blocks)

@@ -1,0 +1,105 @@
+"""Tables as records, and outlines as paths: what every extractor that reads a table or a nested list shares.
+
+A table's data row is one paragraph that carries its header: ``部署: 第二製造部 | 部長: 山﨑雅人 | 次長: 三枝智子``
+(:func:`record`), so that each row — and each chunk of a long table, whatever rows it holds — says what
+its values are. :func:`table_blocks` reads a table given as rows of cell texts (positional, ``""`` for an
+empty cell): rows above the header that hold one value (a merged title, the table's caption) become a
+heading before the rows; the header is the first row with two or more values, none of them a number or a
+date (a form's ``申請日 | 2025-04-01`` is no header); a row whose cells all repeat one value (a section row
+merged across the table) stays a paragraph of its own. A table without such a header is read row by row as
+before, its non-empty cells joined by `` | ``.
+
+:func:`outline` gives a heading below another heading its path (``本社 > 管理本部 > 総務部``), and
+:func:`path_of` does the same for an item of a nested list, so an org chart written as nested headings
+or lists reads ``parent > child`` in its chunks (a chunk's ``headings`` as in its text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from itertools import zip_longest
+
+from hopsearch.loaders.blocks import Block
+
+#: Between the parts of an outline path.
+PATH_SEP = " > "
+#: A cell that is a number or a date (with its separators), which a header row never holds.
+_VALUE = re.compile(r"[-+]?[\d０-９][\d０-９,.:/\-年月日 ]*%?")
+
+
+def record(header: Sequence[str], cells: Sequence[str]) -> str:
+    """One row as ``name: value`` pairs joined by `` | `` (empty cells left out; a cell under no header name,
+    or beyond the header, stands alone; a pair that repeats the one before it — a merged cell — once)."""
+    named: list[str] = []
+    for name, cell in zip_longest(header, cells, fillvalue=""):
+        pair = f"{name}: {cell}" if name and name != cell else cell
+        if cell and (not named or named[-1] != pair):
+            named.append(pair)
+    return " | ".join(named)
+
+
+def _values(row: Sequence[str]) -> list[str]:
+    return [cell for cell in row if cell]
+
+
+def is_header(row: Sequence[str]) -> bool:
+    """Whether a row can head a table: two or more values, none a number or a date."""
+    values = _values(row)
+    return len(set(values)) >= 2 and not any(_VALUE.fullmatch(value) for value in values)
+
+
+def _plain(row: Sequence[str]) -> str:
+    values = _values(row)
+    return " | ".join(value for n, value in enumerate(values) if n == 0 or value != values[n - 1])
+
+
+def _caption_rows(rows: Sequence[Sequence[str]]) -> int:
+    """How many rows open the table holding one value each (a title merged across it)."""
+    start = 0
+    while start < len(rows) and len(set(_values(rows[start]))) == 1:
+        start += 1
+    return start
+
+
+def header_of(rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """The header row of a table (its rows with text), ``None`` where it has none to read records by."""
+    rows = [row for row in rows if _values(row)]
+    start = _caption_rows(rows)
+    return list(rows[start]) if start < len(rows) - 1 and is_header(rows[start]) else None
+
+
+def table_blocks(rows: Iterable[Sequence[str]], *, level: int) -> list[Block]:
+    """A table's blocks (see the module docstring): its caption as a heading of ``level`` (a paragraph
+    where ``level`` is 0) where it has one, then its rows as records under the header row."""
+    rows = [row for row in rows if _values(row)]
+    header = header_of(rows)
+    if header is None:
+        return [Block(_plain(row)) for row in rows]
+    start = _caption_rows(rows)
+    caption = " ".join(dict.fromkeys(_values(row)[0] for row in rows[:start]))
+    blocks = [Block(caption, level)] if caption else []
+    for row in rows[start + 1 :]:
+        values = _values(row)
+        spanning = len(values) > 1 and len(set(values)) == 1  # a section row merged across the table
+        blocks.append(Block(values[0] if spanning else record(header, row)))
+    return blocks
+
+
+def outline(blocks: Sequence[Block]) -> list[Block]:
+    """The blocks with each heading below another heading written as its path (``本社 > 管理本部 > 総務部``)."""
+    path: list[tuple[int, str]] = []
+    out: list[Block] = []
+    for block in blocks:
+        if not block.level:
+            out.append(block)
+            continue
+        path = [(level, text) for level, text in path if level < block.level]
+        path.append((block.level, block.text))
+        out.append(Block(PATH_SEP.join(text for _, text in path), block.level))
+    return out
+
+
+def path_of(parents: Sequence[str], text: str) -> str:
+    """A nested list item's text after its parents' (``本社 > 管理本部 > 総務部``)."""
+    return PATH_SEP.join([*parents, text]) if parents else text
