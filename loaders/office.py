@@ -37,10 +37,11 @@ import re
 import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
+from itertools import chain, groupby
 from typing import TYPE_CHECKING
 
 from hopsearch.loaders.blocks import Block, collapse
-from hopsearch.loaders.tables import header_of, is_header, record, table_blocks
+from hopsearch.loaders.tables import is_header, one_value, read_table, records, table_blocks
 from hopsearch.service.errors import InputError
 
 if TYPE_CHECKING:
@@ -74,41 +75,40 @@ def _cell_text(value: object) -> str:
     return "" if text in ERROR_CODES else text
 
 
-def _sheet_regions(sheet: ReadOnlyWorksheet) -> Iterator[list[list[str]]]:
-    """The sheet's table regions: runs of rows with text between empty rows, each row's cells by column."""
+def _sheet_rows(sheet: ReadOnlyWorksheet) -> Iterator[list[str]]:
+    """The sheet's rows, each row's cells by column (``""`` for an empty one), streamed."""
     # The stored dimension may be stale or claim the whole grid (A1:XFD1048576), and openpyxl pads every
     # row and every gap to it: without it a row is as wide as its last cell and missing rows cost nothing.
     sheet.reset_dimensions()
-    region: list[list[str]] = []
     for row in sheet.values:
-        cells = list(map(_cell_text, row))
-        if any(cells):
-            region.append(cells)
-        elif region:
-            yield region
-            region = []
-    if region:
-        yield region
+        yield list(map(_cell_text, row))
 
 
 def _sheet_blocks(sheet: ReadOnlyWorksheet) -> list[Block]:
-    """A sheet's rows, each table region's rows as records under its header row (see
-    :func:`~hopsearch.loaders.tables.table_blocks`): a title above the region, even with an empty row
-    between, is its caption; a region below a table that starts with no header row of its own (the table
-    went on after an empty row) keeps that table's header."""
+    """A sheet's rows, streamed: each table region (rows between empty rows) read under its header row as
+    records (:func:`~hopsearch.loaders.tables.read_table`); a title above the region, even with an empty
+    row between, is its caption; a region below a table that starts with no header row of its own (the
+    table went on after an empty row) keeps that table's header."""
     blocks: list[Block] = []
     header: list[str] | None = None
     titles: list[list[str]] = []  # one-value rows waiting for the table below them
-    for region in _sheet_regions(sheet):
-        if all(len(set(filter(None, row))) == 1 for row in region):
-            titles.extend(region)
+    for filled, group in groupby(_sheet_rows(sheet), key=any):
+        if not filled:
             continue
-        first = [cell for cell in region[0] if cell]
-        if header is not None and not titles and len(set(first)) > 1 and not is_header(region[0]):
-            blocks.extend(Block(record(header, row)) for row in region)
-            continue
-        blocks.extend(table_blocks([*titles, *region], level=2))
-        header, titles = header_of([*titles, *region]), []
+        region = iter(group)  # read on below: its lead rows first, then the rest
+        lead: list[list[str]] = []
+        first = next(region)
+        while one_value(first) and (row := next(region, None)) is not None:
+            lead.append(first)
+            first = row
+        if one_value(first):  # a region of titles (or notes): for the table below, if one comes
+            titles.extend([*lead, first])
+        elif header is not None and not titles and not lead and not is_header(first):
+            blocks.extend(records(header, chain([first], region)))
+        else:
+            header, rows = read_table(chain(titles, lead, [first], region), level=2)
+            blocks.extend(rows)
+            titles = []
     blocks.extend(table_blocks(titles, level=2))
     return blocks
 

@@ -17,8 +17,8 @@ or lists reads ``parent > child`` in its chunks (a chunk's ``headings`` as in it
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from itertools import zip_longest
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, zip_longest
 
 from hopsearch.loaders.blocks import Block
 
@@ -54,36 +54,41 @@ def _plain(row: Sequence[str]) -> str:
     return " | ".join(value for n, value in enumerate(values) if n == 0 or value != values[n - 1])
 
 
-def _caption_rows(rows: Sequence[Sequence[str]]) -> int:
-    """How many rows open the table holding one value each (a title merged across it)."""
-    start = 0
-    while start < len(rows) and len(set(_values(rows[start]))) == 1:
-        start += 1
-    return start
+def one_value(row: Sequence[str]) -> bool:
+    """Whether a row holds one value only (a title merged across a table, or repeated in every cell)."""
+    return len(set(_values(row))) == 1
 
 
-def header_of(rows: Sequence[Sequence[str]]) -> list[str] | None:
-    """The header row of a table (its rows with text), ``None`` where it has none to read records by."""
-    rows = [row for row in rows if _values(row)]
-    start = _caption_rows(rows)
-    return list(rows[start]) if start < len(rows) - 1 and is_header(rows[start]) else None
+def records(header: Sequence[str], rows: Iterable[Sequence[str]]) -> Iterator[Block]:
+    """Rows under ``header``: each a :func:`record`, but a section row (one value in every cell) stays as it is."""
+    for row in rows:
+        values = _values(row)
+        if values:
+            spanning = len(values) > 1 and len(set(values)) == 1  # a section row merged across the table
+            yield Block(values[0] if spanning else record(header, row))
+
+
+def read_table(rows: Iterable[Sequence[str]], *, level: int) -> tuple[list[str] | None, Iterator[Block]]:
+    """A table's header row (``None`` where it has none to read records by) and its blocks (see the module
+    docstring), read as they are iterated: its caption as a heading of ``level`` (a paragraph where
+    ``level`` is 0) where it has one, then its rows as records under the header."""
+    rows = (row for row in rows if _values(row))
+    head: list[Sequence[str]] = []  # the caption rows, then the header row
+    for row in rows:
+        head.append(row)
+        if not one_value(row):
+            break
+    following = next(rows, None) if head and not one_value(head[-1]) else None
+    if following is None or not is_header(head[-1]):
+        return None, (Block(_plain(row)) for row in chain(head, [following] if following else [], rows))
+    caption = " ".join(dict.fromkeys(_values(row)[0] for row in head[:-1]))
+    body = records(head[-1], chain([following], rows))
+    return list(head[-1]), chain([Block(caption, level)] if caption else [], body)
 
 
 def table_blocks(rows: Iterable[Sequence[str]], *, level: int) -> list[Block]:
-    """A table's blocks (see the module docstring): its caption as a heading of ``level`` (a paragraph
-    where ``level`` is 0) where it has one, then its rows as records under the header row."""
-    rows = [row for row in rows if _values(row)]
-    header = header_of(rows)
-    if header is None:
-        return [Block(_plain(row)) for row in rows]
-    start = _caption_rows(rows)
-    caption = " ".join(dict.fromkeys(_values(row)[0] for row in rows[:start]))
-    blocks = [Block(caption, level)] if caption else []
-    for row in rows[start + 1 :]:
-        values = _values(row)
-        spanning = len(values) > 1 and len(set(values)) == 1  # a section row merged across the table
-        blocks.append(Block(values[0] if spanning else record(header, row)))
-    return blocks
+    """A table's blocks (see :func:`read_table`)."""
+    return list(read_table(rows, level=level)[1])
 
 
 def outline(blocks: Sequence[Block]) -> list[Block]:

@@ -109,6 +109,12 @@ def test_a_long_tables_chunks_each_hold_records_under_the_caption_within_the_siz
     assert "部署: 第120製造部第120課 | 部長: 山﨑雅人120 | 次長: 三枝智子120" in chunks[-1].text
 
 
+def test_a_sheet_table_that_goes_on_after_an_empty_row_keeps_its_header() -> None:
+    cells = [["A1", "品番"], ["B1", "単価"], ["A2", "M5"], ["B2", 4800], ["A4", "A3"], ["B4", 5200], ["A6", "注記"]]
+    _, blocks = extract(".xlsx", xlsx_bytes({"sheets": [{"name": "価格", "cells": cells}]}))
+    assert texts(blocks) == ["品番: M5 | 単価: 4800", "品番: A3 | 単価: 5200", "注記"]
+
+
 ORG_MD = """# 本社
 
 ## 管理本部
