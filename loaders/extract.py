@@ -150,8 +150,8 @@ def extract_html(data: bytes) -> tuple[str | None, list[Block]]:
         if node.tag == "table":
             blocks.extend(html_table(node, min(section + 1, 6)))
             continue
-        if node.tag != "li" and len(node.css(_HTML_BLOCKS)) > 1:  # lexbor matches the node itself too
-            continue  # its inner blocks come on their own
+        if node.tag != "li" and (closest(node, "li") is not None or len(node.css(_HTML_BLOCKS)) > 1):
+            continue  # read with its list item, or its inner blocks come on their own (lexbor matches the node too)
         text = item_text(node) if node.tag == "li" else collapse(node.text(separator=""))
         if text and not _NAV_LINE.match(text):
             tag = node.tag or ""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 #: The longest list item that names the items nested in it (``本社 > 管理本部``); a longer one is a sentence.
 PARENT_CHARS = 40
+_BLOCK_TAGS = frozenset({"p", "div", "pre", "blockquote", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6"})
 _SPAN_LIMIT = 100  # a colspan/rowspan beyond it is a page's mistake, not a table
 
 
@@ -64,8 +65,13 @@ def html_table(table: LexborNode, level: int) -> list[Block]:
 
 
 def own_text(item: LexborNode) -> str:
-    """A list item's own text, without the lists nested in it."""
-    parts = [child.text(separator="") for child in item.iter(include_text=True) if child.tag not in ("ul", "ol")]
+    """A list item's own text (its paragraphs included), without the lists and tables nested in it."""
+    nested = ("ul", "ol", "table")
+    parts = [
+        f"\n{child.text(separator='')}\n" if child.tag in _BLOCK_TAGS else child.text(separator="")
+        for child in item.iter(include_text=True)
+        if child.tag not in nested
+    ]
     return collapse("".join(parts))
 
 

@@ -135,7 +135,7 @@ ORG_MD = """# 本社
 """
 
 ORG_HTML = """<html><body><h1>組織</h1><ul><li>本社<ul><li><a href="#">管理本部</a><ul><li>総務部</li>
-<li>人事部</li></ul></li></ul></li></ul></body></html>"""
+<li><p>人事部</p></li></ul></li></ul></li></ul></body></html>"""
 
 
 def test_nested_headings_and_lists_read_parent_then_child() -> None:
