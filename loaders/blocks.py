@@ -22,10 +22,12 @@ _SPACE = re.compile(r"[^\S\u3000]+")  # the ideographic space (U+3000) is writte
 _UNTIDY = re.compile(r"[^\S ]|  |^ | $")  # whitespace that collapse() would change in ASCII text
 
 
-def _join(parts: list[str], *, lines: bool) -> str:
-    """Parts joined by a space, or with none where both sides are Japanese (Japanese has no spaces between
-    words, and a wrapped line continues the sentence). Between lines, a Japanese sentence end, a bullet or
-    a short line (a heading, a paragraph's last line in a PDF) keeps the line break."""
+def _join(parts: list[str]) -> str:
+    """Join lines by a space, or with none where both sides are Japanese.
+
+    Japanese has no spaces between words, and a wrapped line continues the sentence; a Japanese sentence end,
+    a bullet or a short line (a heading, a paragraph's last line in a PDF) keeps the line break.
+    """
     if not parts:
         return ""
     out = [parts[0]]  # pieces joined once at the end: adding to one string is quadratic in the worst case
@@ -34,7 +36,7 @@ def _join(parts: list[str], *, lines: bool) -> str:
     for part in parts[1:]:
         if not (is_cjk(last) and is_cjk(part[0])):
             out.append(" ")
-        elif lines and (last in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width):
+        elif last in _SENTENCE_END or part[0] in _BULLETS or len(previous) < 0.7 * width:
             out.append("\n")
         out.append(part)
         last, previous = part[-1], part
@@ -42,8 +44,12 @@ def _join(parts: list[str], *, lines: bool) -> str:
 
 
 def collapse(text: str) -> str:
-    """Whitespace collapsed: one line of text, except that Japanese line structure survives (see ``_join``)."""
+    """Collapse whitespace to one line of text, except that Japanese line structure survives (see ``_join``).
+
+    Within a line a run of blanks is one space, between Japanese words too: a writer who types one there
+    means it (「佐藤 花子」, 「第1条 目的」), and the BM25 tokens read both spellings as the same words.
+    """
     if text.isascii() and not _UNTIDY.search(text):
         return text  # already one line with single spaces (most CSV cells): nothing to do
-    lines = [_join(_SPACE.split(line.strip()), lines=False) for line in text.splitlines()]
-    return _join([line for line in lines if line], lines=True)
+    lines = [" ".join(_SPACE.split(line.strip())) for line in text.splitlines()]
+    return _join([line for line in lines if line])

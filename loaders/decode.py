@@ -16,10 +16,6 @@ import re
 
 from hopsearch.service.errors import InputError
 
-#: Bump when a file's text can come out differently (the skip check reads a file again whose chunks were
-#: made by an older version: files first indexed as latin-1 mojibake are read again, issue 42).
-TEXT_DECODER_VERSION = 2
-
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),

@@ -142,7 +142,7 @@ def test_html_navigation_header_and_footer_are_not_content() -> None:
     assert [(b.level, b.text) for b in blocks] == [
         (1, "Overview"),  # an article's own header stays: it carries the title
         (0, "Foo rearranges your files."),
-        (2, "Details"),
+        (2, "Overview > Details"),  # a heading below another reads as its path
         (0, "It runs nightly."),
     ]
 
@@ -150,7 +150,7 @@ def test_html_navigation_header_and_footer_are_not_content() -> None:
 def test_extract_markdown_html_docx_pdf(tmp_path: Path) -> None:
     title, blocks = extract(".md", b"# Guide\n\nIntro text.\n\n## Setup\n\n- step one\n- step two\n")
     assert title == "Guide"
-    assert [(b.level, b.text) for b in blocks][:3] == [(1, "Guide"), (0, "Intro text."), (2, "Setup")]
+    assert [(b.level, b.text) for b in blocks][:3] == [(1, "Guide"), (0, "Intro text."), (2, "Guide > Setup")]
     html = b"<html><head><title>Page</title><style>p{}</style></head><body><h2>Part</h2><p>Hello <b>you</b></p>"
     title, blocks = extract(".html", html + b"<script>var x</script></body></html>")
     assert title == "Page" and [(b.level, b.text) for b in blocks] == [(2, "Part"), (0, "Hello you")]
