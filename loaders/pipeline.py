@@ -43,6 +43,7 @@ from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.text.japanese import TOKENS, annotate, ja_tokens_of
+from hopsearch.service.text.names import names_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -211,22 +212,26 @@ async def _pump(
     cache: VectorCache | None = None,
     counts: VectorCounts | None = None,
     ja_tokens: int = TOKENS,
+    names: int | None = None,
 ) -> None:
     start = tracker.checkpoint.position
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
     pump = _Pump(store, source, index, options, embedder, tracker, cache, counts or VectorCounts())
-    await pump.run(_with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens))
+    await pump.run(_with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens, names))
 
 
 def _with_language(
-    batches: Iterator[SourceBatch], ja_analysis: str | None, ja_tokens: int = TOKENS
+    batches: Iterator[SourceBatch], ja_analysis: str | None, ja_tokens: int = TOKENS, names: int | None = None
 ) -> Iterator[SourceBatch]:
     """Each document's ``lang`` and, for Japanese text in a SudachiPy index, its token fields (in the
-    producer's thread, like parsing; the index's token recipe). Ready ``_bulk`` lines (``encoded``) are sent
-    as they are."""
+    producer's thread, like parsing; the index's token recipe), and its ``names`` where the index holds
+    them (``names``: the index's names recipe, :mod:`hopsearch.service.text.names`). Ready ``_bulk`` lines
+    (``encoded``) are sent as they are."""
     for batch in batches:
         for body in batch.bodies:
             annotate(body, ja_analysis, ja_tokens)
+            if names:
+                body["names"] = names_of(f"{body.get('title') or ''}\n{body.get('text') or ''}", body.get("lang"))
         yield batch
 
 
@@ -381,7 +386,8 @@ class _Run:
             with _few_gc_passes():
                 meta = await store.index_meta(index)
                 ja_analysis: str | None = meta.get("ja_analysis")
-                args = (ja_analysis, cache, self.counts, ja_tokens_of(meta))
+                names = meta.get("names") if isinstance(meta.get("names"), int) else None
+                args = (ja_analysis, cache, self.counts, ja_tokens_of(meta), names)
                 await _pump(store, source, index, self.options, self.embedder, tracker, *args)
         finally:
             letters.close()

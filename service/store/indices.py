@@ -38,6 +38,7 @@ from hopsearch.service.store.base import Connected
 from hopsearch.service.store.esclient import body_of, call
 from hopsearch.service.store.vector_index import choose_vector_index
 from hopsearch.service.text.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
+from hopsearch.service.text.names import NAMES_VERSION
 from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
@@ -282,6 +283,7 @@ class IndexLifecycle(Connected):
                 "analyzer": self.analyzer,
                 "ja_analysis": self.ja_analysis,
                 "ja_tokens": TOKENS,
+                "names": NAMES_VERSION,
                 "vector_mode": self.info.dense_method if embedder else None,
                 "vector_index": kind,
                 "created_at": datetime.now(UTC).isoformat(),
