@@ -19,7 +19,10 @@ dense scores read them). Neither can be changed in an existing index: an index o
 is (vectors in ``_source``) and a rebuild (``hopsearch index … --rebuild``) makes a new version of schema 3;
 ``indices upgrade`` moves an index in place to schema 2 at most (:data:`IN_PLACE_VERSION`); 4, ``title.key``, the
 title lower-cased (the built-in ``lowercase`` normalizer), where the second hop looks names up without regard
-to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it).
+to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it). Within 4, ``names``
+(a keyword field of the names a chunk holds, :mod:`hopsearch.service.text.names`) is in every new index and
+``_meta.hopsearch.names`` records its recipe; an index without it hops as it did (no names lookup) and a
+rebuild gives it names.
 """
 
 from __future__ import annotations
