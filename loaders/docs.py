@@ -19,7 +19,9 @@ from the vector cache or read back from the index, never embedded again.
 
 Every chunk also records its extractor's version (``metadata.extractor``,
 :func:`~hopsearch.loaders.extract.extractor_version`): a file whose chunks an older version made is read
-again though its bytes are unchanged (text files first indexed as latin-1 mojibake). Files of a suffix
+again though its bytes are unchanged (text files first indexed as latin-1 mojibake); so is one whose
+chunks hold no names of the current recipe (``metadata.names``, :mod:`hopsearch.service.text.names`: an
+index made before names gets them in place). Files of a suffix
 that is not read (``.doc``, ``.xls``, ``.zip``…) are counted by suffix (``files_not_read``), apart from
 the files read.
 
@@ -61,6 +63,7 @@ from hopsearch.service.outlines.lineage import source
 from hopsearch.service.outlines.purge import index_names, purge_outlines
 from hopsearch.service.store import Store
 from hopsearch.service.text.lang import detect_lang
+from hopsearch.service.text.names import NAMES_VERSION
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -244,6 +247,7 @@ class DocsSource:
             "chunks": len(chunks),
             "root": str(self.path),
             "extractor": version,
+            "names": NAMES_VERSION,
         }
         for n, chunk in enumerate(chunks):
             body: dict[str, Any] = {
@@ -290,6 +294,7 @@ async def existing_state(
             "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
             "acl": {"terms": {"field": "acl", "size": 1000}},
             "extractor": {"min": {"field": "metadata.extractor"}},
+            "names": {"min": {"field": "metadata.names"}},
         }
         aggs = {"files": {"composite": composite, "aggs": per_file}}
         response = await store.search(name, {"size": 0, "query": query, "aggs": aggs})
@@ -299,6 +304,8 @@ async def existing_state(
             expected = int(value) if value is not None else None
             count = int(bucket["doc_count"])
             version = int(bucket["extractor"].get("value") or 1)
+            if int(bucket["names"].get("value") or 0) < NAMES_VERSION:
+                version = 0  # chunks without names (an index made before them): read again to fill them
             vectors = int(bucket["vectors"]["doc_count"])
             state.setdefault(bucket["key"]["path"], []).append(
                 (bucket["key"]["sha"], count, expected, vectors, _acl_of(bucket, count), version)

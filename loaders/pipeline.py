@@ -43,7 +43,7 @@ from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.text.japanese import TOKENS, annotate, ja_tokens_of
-from hopsearch.service.text.names import names_of
+from hopsearch.service.text.names import NAMES_VERSION, names_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -332,6 +332,8 @@ class _Run:
         # the index the messages name until the target is known
         self.index = previous.index if previous else options.index or store.settings.passages_alias
         self.swap = False
+        #: whether this load added ``names`` to an index made before them (:meth:`_names`)
+        self.names_added = False
         self.held: LoadSettings | None = None
         self.checkpoint = previous
         self.extra: dict[str, Any] = {}
@@ -386,7 +388,7 @@ class _Run:
             with _few_gc_passes():
                 meta = await store.index_meta(index)
                 ja_analysis: str | None = meta.get("ja_analysis")
-                names = meta.get("names") if isinstance(meta.get("names"), int) else None
+                names = await self._names(meta)
                 args = (ja_analysis, cache, self.counts, ja_tokens_of(meta), names)
                 await _pump(store, source, index, self.options, self.embedder, tracker, *args)
         finally:
@@ -396,6 +398,14 @@ class _Run:
             checkpoint = self.checkpoint = tracker.checkpoint
             write_checkpoint(self.ck_path, checkpoint, sync=True)
         return checkpoint, ja_analysis
+
+    async def _names(self, meta: Mapping[str, Any]) -> int:
+        """The names recipe the load fills: an index made before names gets the field in place (its
+        ``_meta`` says so once the load is done, :meth:`finish`)."""
+        if not isinstance(meta.get("names"), int):
+            await self.store.add_names_field(self.index)
+            self.names_added = True
+        return NAMES_VERSION
 
     async def _copy_rest(self, ja_analysis: str | None) -> None:
         """A rebuild of one source's passages copies the other sources' passages from the old index."""
@@ -414,6 +424,8 @@ class _Run:
         # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
         limit = self.options.limit
         final = checkpoint.advanced(done=limit is None or checkpoint.read < limit)
+        if self.names_added and final.done:
+            await self.store.mark_names(self.index)
         write_checkpoint(self.ck_path, final, sync=True)
         return final
 

@@ -21,8 +21,9 @@ is (vectors in ``_source``) and a rebuild (``hopsearch index … --rebuild``) ma
 title lower-cased (the built-in ``lowercase`` normalizer), where the second hop looks names up without regard
 to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it). Within 4, ``names``
 (a keyword field of the names a chunk holds, :mod:`hopsearch.service.text.names`) is in every new index and
-``_meta.hopsearch.names`` records its recipe; an index without it hops as it did (no names lookup) and a
-rebuild gives it names.
+``_meta.hopsearch.names`` records its recipe; an index without it hops as it did (no names lookup) until a
+load adds the field in place (:meth:`IndexLifecycle.add_names_field`), fills it and says so
+(:meth:`IndexLifecycle.mark_names`).
 """
 
 from __future__ import annotations
@@ -205,6 +206,20 @@ class IndexLifecycle(Connected):
             return
         body = {"properties": {"embedder": {"type": "keyword"}}}
         await call(self.client.indices.put_mapping(index=index, body=body), f"updating the mapping of [{index}]")
+
+    async def add_names_field(self, index: str) -> None:
+        """Add the ``names`` keyword (:mod:`hopsearch.service.text.names`) to a passages index made before it,
+        in place (a new field: ``put_mapping``); ``_meta`` says nothing of it until :meth:`mark_names`."""
+        body = {"properties": {"names": {"type": "keyword", "ignore_above": 256}}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"updating the mapping of [{index}]")
+
+    async def mark_names(self, index: str) -> None:
+        """Record in ``_meta.hopsearch`` that the chunks of ``index`` hold ``names`` (a load that filled them
+        in place is done): its second hop looks them up from now on."""
+        meta = {**await self.index_meta(index), "names": NAMES_VERSION}
+        body = {"_meta": {"hopsearch": meta}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"updating the _meta of [{index}]")
+        self._meta_cache.clear()
 
     async def upgrade_in_place(self, name: str) -> list[tuple[str, int]]:
         """Move the passages indices ``name`` names (an index, or every index behind an alias) to
