@@ -21,7 +21,9 @@ from the vector cache or read back from the index, never embedded again.
 
 Every chunk also records its extractor's version (``metadata.extractor``,
 :func:`~hopsearch.loaders.extract.extractor_version`): a file whose chunks an older version made is read
-again though its bytes are unchanged (text files first indexed as latin-1 mojibake). Files of a suffix
+again though its bytes are unchanged (text files first indexed as latin-1 mojibake); so is one whose
+chunks hold no names of the current recipe (``metadata.names``, :mod:`hopsearch.service.text.names`: an
+index made before names gets them in place). Files of a suffix
 that is not read (``.doc``, ``.xls``, ``.zip``…) are counted by suffix (``files_not_read``), apart from
 the files read.
 
@@ -64,6 +66,7 @@ from hopsearch.service.errors import InputError
 from hopsearch.service.outlines.purge import purge_derived
 from hopsearch.service.store import FileState, Store
 from hopsearch.service.text.lang import detect_lang
+from hopsearch.service.text.names import NAMES_VERSION
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -241,7 +244,8 @@ class DocsSource:
             acl = self.acls.acl_of(Path(path))
             version = extractor_version(Path(path).suffix)
             held = known[0] if len(known) == 1 else None
-            unchanged = held is not None and self._complete(sha, held) and held.extractor >= version
+            fresh = held is not None and held.extractor >= version and held.names >= NAMES_VERSION  # else read again
+            unchanged = held is not None and self._complete(sha, held) and fresh
             doc_id = doc_id_of(path, self.secret)
             if self.held_ids.get(path, {doc_id}) != {doc_id}:
                 self.rekeyed.add(path)
@@ -273,6 +277,7 @@ class DocsSource:
             "chunks": len(chunks),
             "root": str(self.path),
             "extractor": version,
+            "names": NAMES_VERSION,
         }
         for n, chunk in enumerate(chunks):
             body: dict[str, Any] = {

@@ -43,6 +43,7 @@ from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import ConfigError, EmbedderMismatch, InputError, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.text.japanese import TOKENS, annotate, ja_tokens_of
+from hopsearch.service.text.names import NAMES_VERSION, names_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -211,22 +212,26 @@ async def _pump(
     cache: VectorCache | None = None,
     counts: VectorCounts | None = None,
     ja_tokens: int = TOKENS,
+    names: int | None = None,
 ) -> None:
     start = tracker.checkpoint.position
     limit = None if options.limit is None else max(0, options.limit - tracker.checkpoint.read)
     pump = _Pump(store, source, index, options, embedder, tracker, cache, counts or VectorCounts())
-    await pump.run(_with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens))
+    await pump.run(_with_language(source.batches(start, options.batch_size, limit), ja_analysis, ja_tokens, names))
 
 
 def _with_language(
-    batches: Iterator[SourceBatch], ja_analysis: str | None, ja_tokens: int = TOKENS
+    batches: Iterator[SourceBatch], ja_analysis: str | None, ja_tokens: int = TOKENS, names: int | None = None
 ) -> Iterator[SourceBatch]:
     """Each document's ``lang`` and, for Japanese text in a SudachiPy index, its token fields (in the
-    producer's thread, like parsing; the index's token recipe). Ready ``_bulk`` lines (``encoded``) are sent
-    as they are."""
+    producer's thread, like parsing; the index's token recipe), and its ``names`` where the index holds
+    them (``names``: the index's names recipe, :mod:`hopsearch.service.text.names`). Ready ``_bulk`` lines
+    (``encoded``) are sent as they are."""
     for batch in batches:
         for body in batch.bodies:
             annotate(body, ja_analysis, ja_tokens)
+            if names:
+                body["names"] = names_of(f"{body.get('title') or ''}\n{body.get('text') or ''}", body.get("lang"))
         yield batch
 
 
@@ -327,6 +332,8 @@ class _Run:
         # the index the messages name until the target is known
         self.index = previous.index if previous else options.index or store.names.passages_alias
         self.swap = False
+        #: whether this load added ``names`` to an index made before them (:meth:`_names`)
+        self.names_added = False
         self.held: LoadSettings | None = None
         self.checkpoint = previous
         self.extra: dict[str, Any] = {}
@@ -381,7 +388,8 @@ class _Run:
             with _few_gc_passes():
                 meta = await store.index_meta(index)
                 ja_analysis: str | None = meta.get("ja_analysis")
-                args = (ja_analysis, cache, self.counts, ja_tokens_of(meta))
+                names = await self._names(meta)
+                args = (ja_analysis, cache, self.counts, ja_tokens_of(meta), names)
                 await _pump(store, source, index, self.options, self.embedder, tracker, *args)
         finally:
             letters.close()
@@ -390,6 +398,14 @@ class _Run:
             checkpoint = self.checkpoint = tracker.checkpoint
             write_checkpoint(self.ck_path, checkpoint, sync=True)
         return checkpoint, ja_analysis
+
+    async def _names(self, meta: Mapping[str, Any]) -> int:
+        """The names recipe the load fills: an index made before names gets the field in place (its
+        ``_meta`` says so once the load is done, :meth:`finish`)."""
+        if not isinstance(meta.get("names"), int):
+            await self.store.add_names_field(self.index)
+            self.names_added = True
+        return NAMES_VERSION
 
     async def _copy_rest(self, ja_analysis: str | None) -> None:
         """A rebuild of one source's passages copies the other sources' passages from the old index."""
@@ -408,6 +424,8 @@ class _Run:
         # a load cut short by --limit may be resumed with a larger limit; one that read everything is done
         limit = self.options.limit
         final = checkpoint.advanced(done=limit is None or checkpoint.read < limit)
+        if self.names_added and final.done:
+            await self.store.mark_names(self.index)
         write_checkpoint(self.ck_path, final, sync=True)
         return final
 

@@ -26,6 +26,7 @@ from hopsearch.loaders.vector_cache import VectorCache
 from hopsearch.service.errors import EmbedderMismatch, StoreError
 from hopsearch.service.store import Store
 from hopsearch.service.text.japanese import annotate
+from hopsearch.service.text.names import names_of
 from hopsearch.service.types import Embedder
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,9 @@ async def copy_rest(
                 passage.pop("embedding", None)  # another model's, or none: this version's embedder decides
                 passage.pop("embedder", None)
                 annotate(passage, ja_analysis)  # token fields are never in _source: made again for this index
+                if "names" not in passage:  # a passage of an index made before names gets them in the new one
+                    text = f"{passage.get('title') or ''}\n{passage.get('text') or ''}"
+                    passage["names"] = names_of(text, passage.get("lang"))
                 batch.add(0, str(hit["_id"]), passage, {"_id": hit["_id"]})
             if embedder is not None:  # every passage is the old version's as it is: its vector may be reused
                 batch.stored = list(range(len(batch.bodies)))

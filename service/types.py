@@ -72,12 +72,12 @@ class RetrievalQuery:
 @dataclass(frozen=True, slots=True)
 class Link:
     """Why a linked passage came in: ``name``, named by ``source`` (``question`` or a passage id), is its title
-    (``how`` ``title``) or a name it holds (``mention``)."""
+    (``how`` ``title``), a name it holds (``mention``) or a name its ``names`` field holds (``names``)."""
 
     name: str
     source: str
     passage: str
-    how: Literal["title", "mention"] = "title"
+    how: Literal["title", "mention", "names"] = "title"
 
     def shown(self) -> dict[str, str]:
         """As ``_retrieve``'s ``links`` and a retrieve step's ``details.links`` show it."""

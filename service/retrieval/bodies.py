@@ -65,9 +65,14 @@ def match_of(
     searched: Sequence[str] = SEARCHED,
     kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
-    """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields."""
-    text, fields = ja if ja is not None else (query.text, searched)
+    """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields. Full-width Latin,
+    digits and signs are searched half-width (``Ｍ－２０４`` as ``M-204``: the analyzers keep them apart)."""
+    text, fields = ja if ja is not None else (query.text.translate(_HALF_WIDTH), searched)
     return match_clause(text, boost, fields, kind)
+
+
+#: Full-width ASCII (U+FF01–U+FF5E) and the ideographic space to their half-width forms.
+_HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 
 def bm25_body(

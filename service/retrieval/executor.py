@@ -21,7 +21,7 @@ from hopsearch.service.access import Scope
 from hopsearch.service.attached.fieldmap import LinkKey, renamed
 from hopsearch.service.embedders.factory import embedder_for_id
 from hopsearch.service.errors import ConfigError, StoreError
-from hopsearch.service.retrieval import links
+from hopsearch.service.retrieval import links, namelinks
 from hopsearch.service.retrieval.bodies import bm25_body, match_of
 from hopsearch.service.retrieval.config import RetrievalConfig
 from hopsearch.service.retrieval.fusion import licence_of, refused, rrf_groups, rrf_order, split
@@ -34,7 +34,8 @@ from hopsearch.service.store import Store
 from hopsearch.service.store.indices import schema_note
 from hopsearch.service.store.vector_index import knn_options
 from hopsearch.service.text.japanese import TOKEN_FIELDS, TOKENS, Synonyms, ja_query, ja_tokens_of
-from hopsearch.service.types import DenseMethod, Embedder, Hit, RetrievalQuery, SearchResult, embed_queries
+from hopsearch.service.text.lang import detect_lang
+from hopsearch.service.types import DenseMethod, Embedder, Hit, Link, RetrievalQuery, SearchResult, embed_queries
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ class EsRetriever:
         if key is None:
             return [replace(r, hops_note=facts.hop_note) if r.query.hops > 0 else r for r in results]
         hops = [_HopPlan.of(i, r, facts) for i, r in enumerate(results) if r.query.hops > 0]
-        hops = [hop for hop in hops if hop.found.named_by or hop.phrases]
+        hops = [hop for hop in hops if hop.found.named_by or hop.phrases or hop.names]
         if not hops:
             return list(results)
         bodies = [body for hop in hops for body in self._hop_bodies(hop, facts, key)]
@@ -248,6 +249,8 @@ class EsRetriever:
                         mentioned.append((name, hit))
             result = hop.result
             hits, followed = links.ranked(result.hits, linked, hop.found, result.query.k, mentioned)
+            if hop.names is not None:
+                hits, followed = _names_placed(hop.names, next(responses), hits, followed, result.query.k, facts)
             out[hop.slot] = replace(result, hits=tuple(hits), links=tuple(followed))
         return out
 
@@ -259,11 +262,15 @@ class EsRetriever:
         bodies: list[tuple[str, dict[str, Any]]] = []
         if hop.found.named_by:
             names = hop.found.names
-            bodies.append((facts.index, links.lookup_body(query, names, key, facts.source, scored_by=scored)))
+            size = namelinks.NAMES_SIZE if hop.names is not None else links.LOOKUP_SIZE
+            body = links.lookup_body(query, names, key, facts.source, size=size, scored_by=scored)
+            bodies.append((facts.index, body))
         if hop.phrases:
             namers = list(dict.fromkeys(links.document_of(hit) for hit in hop.result.hits[: links.NAMERS]))
             phrases = [phrase for _, phrase in hop.phrases]
             bodies.append((facts.index, links.mention_body(query, phrases, namers, facts.source, scored)))
+        if hop.names is not None:
+            bodies.append((facts.index, _names_body(hop, facts, scored)))
         return bodies
 
     async def _rerank(self, result: SearchResult) -> SearchResult:
@@ -281,24 +288,63 @@ class _HopPlan:
     result: SearchResult
     found: links.Candidates
     phrases: tuple[tuple[str, links.Phrase], ...]
+    #: The names lookup (a Japanese question over hopsearch's passages with ``names``), instead of mentions.
+    names: namelinks.NamesPlan | None = None
 
     @classmethod
     def of(cls, slot: int, result: SearchResult, facts: IndexFacts) -> _HopPlan:
-        """Mentions only in hopsearch's own passages (chunks of documents), where the first hop repeats one."""
+        """Mentions only in hopsearch's own passages (chunks of documents), where the first hop repeats one;
+        the names lookup instead where the index holds names and the question is Japanese."""
         mentions = facts.attachment is None and links.repeats(result.hits, result.query.k)
+        if _names_hop(facts, result.query):
+            plan = namelinks.names_plan(result.query.text, result.hits, facts.synonyms)
+            return cls(slot, result, namelinks.title_candidates(plan), (), plan)
         found = links.candidates(result.query.text, result.hits, mentions=mentions)
-        phrases: list[tuple[str, links.Phrase]] = []
-        searched = tuple(facts.fields.searched)
-        # the names' own words are the fields' words where the index holds SudachiPy tokens of this recipe
-        current = facts.meta.get("ja_analysis") == "sudachi" and ja_tokens_of(facts.meta) == TOKENS
-        for name in found.mentions:
-            if current and name in found.tokens:
-                phrases.append((name, (found.tokens[name], TOKEN_FIELDS)))
-            else:
-                phrases.append((name, links.phrase_of(name, facts.meta, searched)))
-            for term in facts.synonyms.terms_of(name) if facts.synonyms else ():
-                phrases.append((name, links.phrase_of(term, facts.meta, searched)))
-        return cls(slot, result, found, tuple(phrases))
+        return cls(slot, result, found, _phrases(found, facts))
+
+
+def _phrases(found: links.Candidates, facts: IndexFacts) -> tuple[tuple[str, links.Phrase], ...]:
+    """The phrases of a mention search, each with its name (its synonyms' too)."""
+    phrases: list[tuple[str, links.Phrase]] = []
+    searched = tuple(facts.fields.searched)
+    # the names' own words are the fields' words where the index holds SudachiPy tokens of this recipe
+    current = facts.meta.get("ja_analysis") == "sudachi" and ja_tokens_of(facts.meta) == TOKENS
+    for name in found.mentions:
+        if current and name in found.tokens:
+            phrases.append((name, (found.tokens[name], TOKEN_FIELDS)))
+        else:
+            phrases.append((name, links.phrase_of(name, facts.meta, searched)))
+        for term in facts.synonyms.terms_of(name) if facts.synonyms else ():
+            phrases.append((name, links.phrase_of(term, facts.meta, searched)))
+    return tuple(phrases)
+
+
+def _names_hop(facts: IndexFacts, query: RetrievalQuery) -> bool:
+    """Whether ``query``'s second hop is the names lookup: a Japanese question over hopsearch's own
+    passages whose ``_meta`` says they hold ``names`` (an index made before them hops as it did)."""
+    return facts.attachment is None and isinstance(facts.meta.get("names"), int) and detect_lang(query.text) == "ja"
+
+
+def _names_body(hop: _HopPlan, facts: IndexFacts, scored: dict[str, Any]) -> dict[str, Any]:
+    """One query's names lookup: documents other than its top first-hop passages' (:mod:`.namelinks`)."""
+    assert hop.names is not None
+    namers = list(dict.fromkeys(links.document_of(hit) for hit in hop.result.hits[: links.NAMERS]))
+    return namelinks.names_body(hop.result.query, hop.names, namers, facts.source, scored)
+
+
+def _names_placed(
+    plan: namelinks.NamesPlan,
+    response: Any,
+    hits: Sequence[Hit],
+    followed: Sequence[Link],
+    k: int,
+    facts: IndexFacts,
+) -> tuple[list[Hit], list[Link]]:
+    """The hits of a names lookup placed among ``hits`` (:func:`.namelinks.placed`), with their links."""
+    found = namelinks.linked_of(plan, raw_hits(response), hits_of(response, facts.fields))
+    placed, named = namelinks.placed(hits, found, k)
+    kept = {hit.id for hit in placed}
+    return placed, [link for link in followed if link.passage in kept] + named
 
 
 def index_kind(facts: IndexFacts, method: DenseMethod) -> str:

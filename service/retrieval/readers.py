@@ -5,7 +5,8 @@ Every search body already carries the scope's access filter (:func:`~.planner.sc
 the other half of a non-admin's view, applied where results leave the executor, so that every front end
 (``_retrieve``, ``_ask`` and its citations and trace, ``/retrieve``, MCP, the CLI, ``eval``) gets the same:
 
-- ``acl`` is never returned to a non-admin (who may read a passage is not theirs to learn);
+- ``acl`` is never returned to a non-admin (who may read a passage is not theirs to learn), nor ``names``
+  (what the index made of a passage, read by the second hop);
 - with ``api_non_admin_scores = ranks`` a non-admin's hit scores are ``1 / rank`` (1.0, 0.5, 0.333… in
   the order Elasticsearch, the fusion or the reranker gave): BM25 statistics (document frequencies, average
   lengths) count passages the caller cannot read, so a score can hint at restricted terms.
@@ -27,6 +28,8 @@ from hopsearch.service.types import Hit, SearchResult
 
 #: The field of a passage a non-admin never sees.
 ACL_FIELD = "acl"
+#: The names a passage holds (the second hop's, :mod:`.namelinks`): like ``path``, not a non-admin's to read.
+NAMES_FIELD = "names"
 
 
 def shown_hits(scope: Scope, hits: Sequence[Hit]) -> list[Hit]:
@@ -36,9 +39,10 @@ def shown_hits(scope: Scope, hits: Sequence[Hit]) -> list[Hit]:
     ranks = scope.scores == "ranks"
     acl_field = scope.acl.field or ACL_FIELD  # an attached index's own ACL field
     out: list[Hit] = []
+    private = (acl_field, ACL_FIELD, NAMES_FIELD)
     for rank, hit in enumerate(hits, start=1):
-        if acl_field in hit.source or ACL_FIELD in hit.source:
-            source = {k: v for k, v in hit.source.items() if k not in (acl_field, ACL_FIELD)}
+        if any(name in hit.source for name in private):
+            source = {k: v for k, v in hit.source.items() if k not in private}
             hit = Hit(id=hit.id, score=hit.score, title=hit.title, text=hit.text, source=source)
         out.append(replace(hit, score=1.0 / rank) if ranks else hit)
     return out
@@ -58,7 +62,7 @@ def by_id_body(ids: Sequence[str], scope: Scope, fields: Sequence[str]) -> dict[
         "size": len(ids),
         "track_total_hits": False,
         "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}, *[dict(c) for c in scope.access()]]}},
-        "_source": [f for f in fields if f not in (ACL_FIELD, scope.acl.field) or scope.caller.admin],
+        "_source": [f for f in fields if f not in (ACL_FIELD, NAMES_FIELD, scope.acl.field) or scope.caller.admin],
     }
 
 

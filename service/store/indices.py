@@ -19,7 +19,11 @@ dense scores read them). Neither can be changed in an existing index: an index o
 is (vectors in ``_source``) and a rebuild (``hopsearch index … --rebuild``) makes a new version of schema 3;
 ``indices upgrade`` moves an index in place to schema 2 at most (:data:`IN_PLACE_VERSION`); 4, ``title.key``, the
 title lower-cased (the built-in ``lowercase`` normalizer), where the second hop looks names up without regard
-to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it).
+to case (an older index hops by ``title.keyword``, names as written; a rebuild moves it). Within 4, ``names``
+(a keyword field of the names a chunk holds, :mod:`hopsearch.service.text.names`) is in every new index and
+``_meta.hopsearch.names`` records its recipe; an index without it hops as it did (no names lookup) until a
+load adds the field in place (:meth:`IndexLifecycle.add_names_field`), fills it and says so
+(:meth:`IndexLifecycle.mark_names`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from hopsearch.service.store.base import Connected
 from hopsearch.service.store.esclient import body_of, call
 from hopsearch.service.store.vector_index import choose_vector_index
 from hopsearch.service.text.japanese import TOKENS, JaAnalysis, ja_analysis_for, ja_mappings
+from hopsearch.service.text.names import NAMES_VERSION
 from hopsearch.service.types import DenseMethod, Embedder
 
 log = logging.getLogger(__name__)
@@ -202,6 +207,20 @@ class IndexLifecycle(Connected):
         body = {"properties": {"embedder": {"type": "keyword"}}}
         await call(self.client.indices.put_mapping(index=index, body=body), f"updating the mapping of [{index}]")
 
+    async def add_names_field(self, index: str) -> None:
+        """Add the ``names`` keyword (:mod:`hopsearch.service.text.names`) to a passages index made before it,
+        in place (a new field: ``put_mapping``); ``_meta`` says nothing of it until :meth:`mark_names`."""
+        body = {"properties": {"names": {"type": "keyword", "ignore_above": 256}}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"updating the mapping of [{index}]")
+
+    async def mark_names(self, index: str) -> None:
+        """Record in ``_meta.hopsearch`` that the chunks of ``index`` hold ``names`` (a load that filled them
+        in place is done): its second hop looks them up from now on."""
+        meta = {**await self.index_meta(index), "names": NAMES_VERSION}
+        body = {"_meta": {"hopsearch": meta}}
+        await call(self.client.indices.put_mapping(index=index, body=body), f"updating the _meta of [{index}]")
+        self._meta_cache.clear()
+
     async def upgrade_in_place(self, name: str) -> list[tuple[str, int]]:
         """Move the passages indices ``name`` names (an index, or every index behind an alias) to
         :data:`IN_PLACE_VERSION` where the versions between only add fields: the fields are added
@@ -286,6 +305,7 @@ class IndexLifecycle(Connected):
                 "analyzer": self.analyzer,
                 "ja_analysis": self.ja_analysis,
                 "ja_tokens": TOKENS,
+                "names": NAMES_VERSION,
                 "vector_mode": self.info.dense_method if embedder else None,
                 "vector_index": kind,
                 "created_at": datetime.now(UTC).isoformat(),

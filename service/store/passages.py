@@ -36,6 +36,8 @@ class FileState:
     acl: tuple[str, ...] | None
     #: the extractor version the chunks were made with
     extractor: int
+    #: the version of the names every chunk carries (``metadata.names``; 0: a chunk without them)
+    names: int = 0
 
 
 class Passages(IndexLifecycle, Documents, Searches):
@@ -63,6 +65,7 @@ class Passages(IndexLifecycle, Documents, Searches):
                 "vectors": {"filter": {"term": {"embedder": embedder_id or ""}}},
                 "acl": {"terms": {"field": "acl", "size": 1000}},
                 "extractor": {"min": {"field": "metadata.extractor"}},
+                "names": {"min": {"field": "metadata.names"}},
             }
             aggs = {"files": {"composite": composite, "aggs": per_file}}
             response = await self.search(name, {"size": 0, "query": query, "aggs": aggs})
@@ -157,6 +160,7 @@ def _file_state(bucket: dict[str, Any]) -> FileState:
         vectors=int(bucket["vectors"]["doc_count"]),
         acl=_acl_of(bucket, count),
         extractor=int(bucket["extractor"].get("value") or 1),
+        names=int(bucket.get("names", {}).get("value") or 0),
     )
 
 

@@ -162,6 +162,18 @@ class JapaneseTokenizer:
                 out.setdefault(name, phrase)
         return out
 
+    def morphemes(self, text: str) -> list[tuple[str, tuple[str, ...], bool]]:
+        """SudachiPy's morphemes of ``text`` (split mode A) as they are: surface, part of speech, and
+        whether the dictionary lacks the word."""
+        with self._lock:
+            if self._sudachi is None:
+                self._load()
+            return [
+                (m.surface(), tuple(m.part_of_speech()), bool(m.is_oov()))
+                for start in range(0, len(text), _PIECE)
+                for m in self._sudachi.tokenize(text[start : start + _PIECE], self._mode)
+            ]
+
     def joined(self, text: str, version: int = TOKENS) -> str:
         """The words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
         return " ".join(self.tokens(text, version))
