@@ -37,6 +37,7 @@ from hopsearch.service.access import ADMIN, Scope  # noqa: E402
 from hopsearch.service.config.settings import Settings  # noqa: E402
 from hopsearch.service.embedders import make_embedder  # noqa: E402
 from hopsearch.service.retrieval import EsRetriever, executor, namelinks  # noqa: E402
+from hopsearch.service.retrieval.config import RetrievalConfig  # noqa: E402
 from hopsearch.service.types import Embedder, RetrievalMode, RetrievalQuery  # noqa: E402
 from tests.ja_corpus import build_corpus  # noqa: E402
 
@@ -124,7 +125,7 @@ async def run(url: str, corpus: Path, qs: list[Question], modes: Sequence[Retrie
         opts = LoadOptions(checkpoint=tmp / "nh.ckpt", dead_letter=tmp / "nh.dl")
         report = await load_docs(store, corpus, opts, embedder=embedder)
         print(f"indexed {report.read} files, {await store.count()} passages ({store.info.number}), {corpus}")
-        retriever = EsRetriever(store, embedder)
+        retriever = EsRetriever(store, embedder, config=RetrievalConfig(hops_names=True))  # the variants choose
         scope = Scope(store.settings.passages_alias, ADMIN)
         rows: list[tuple[str, dict[str, dict[str, float]]]] = []
         for mode in modes:

@@ -81,7 +81,7 @@ async def test_a_role_qualified_question_finds_the_org_chart_row_by_the_names_lo
     es_node: EsNode, tmp_path: Path
 ) -> None:
     with server_for("vllm", EchoModel()) as llm:
-        settings = api_settings(es_node.url, llm)
+        settings = api_settings(es_node.url, llm, hops_names=True)
         async with await Runtime.open(settings) as runtime:
             try:
                 opts = LoadOptions(checkpoint=tmp_path / "c", dead_letter=tmp_path / "d")
@@ -140,7 +140,7 @@ async def test_an_index_made_before_names_hops_as_it_did_until_the_next_load_fil
     search, which find no name in 「総務部長」; the next ``index docs`` reads every file again, fills the names
     in place and says so in ``_meta``, and the hop finds the org chart's row."""
     with server_for("vllm", EchoModel()) as llm:
-        settings = api_settings(es_node.url, llm)
+        settings = api_settings(es_node.url, llm, hops_names=True)
         try:
             async with await Runtime.open(settings) as runtime:
                 opts = LoadOptions(checkpoint=tmp_path / "c", dead_letter=tmp_path / "d")

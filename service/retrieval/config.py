@@ -24,6 +24,8 @@ class RetrievalConfig:
     knn_oversample: float = 3.0
     #: how the embedder of an index built with another one is made (:func:`embedder_for_id`)
     embedders: LocalEmbedders = field(default_factory=LocalEmbedders)
+    #: ``hops_names``: a Japanese question's second hop looks the chunks' ``names`` up (not the mention search)
+    hops_names: bool = False
 
     @classmethod
     def of(cls, settings: Settings) -> RetrievalConfig:
@@ -33,4 +35,5 @@ class RetrievalConfig:
             knn_num_candidates=settings.knn_num_candidates,
             knn_oversample=settings.knn_oversample,
             embedders=LocalEmbedders.of(settings),
+            hops_names=settings.hops_names,
         )

@@ -230,7 +230,8 @@ class EsRetriever:
         key = facts.link_key
         if key is None:
             return [replace(r, hops_note=facts.hop_note) if r.query.hops > 0 else r for r in results]
-        hops = [_HopPlan.of(i, r, facts) for i, r in enumerate(results) if r.query.hops > 0]
+        by_names = self.config.hops_names
+        hops = [_HopPlan.of(i, r, facts, by_names) for i, r in enumerate(results) if r.query.hops > 0]
         hops = [hop for hop in hops if hop.found.named_by or hop.phrases or hop.names]
         if not hops:
             return list(results)
@@ -292,11 +293,14 @@ class _HopPlan:
     names: namelinks.NamesPlan | None = None
 
     @classmethod
-    def of(cls, slot: int, result: SearchResult, facts: IndexFacts) -> _HopPlan:
-        """Mentions only in hopsearch's own passages (chunks of documents), where the first hop repeats one;
-        the names lookup instead where the index holds names and the question is Japanese."""
+    def of(cls, slot: int, result: SearchResult, facts: IndexFacts, names: bool) -> _HopPlan:
+        """Plan mentions only in hopsearch's own passages (chunks of documents), where the first hop repeats one.
+
+        With ``names`` (the ``hops_names`` setting), the names lookup instead where the index holds names and the
+        question is Japanese.
+        """
         mentions = facts.attachment is None and links.repeats(result.hits, result.query.k)
-        if _names_hop(facts, result.query):
+        if names and _names_hop(facts, result.query):
             plan = namelinks.names_plan(result.query.text, result.hits, facts.synonyms)
             return cls(slot, result, namelinks.title_candidates(plan), (), plan)
         found = links.candidates(result.query.text, result.hits, mentions=mentions)
