@@ -139,9 +139,9 @@ async def open_url(request: Request, trace_id: Annotated[str, Path(min_length=1,
     return OrjsonResponse(body, status_code=201)
 
 
-def _no_store(response: Response) -> Response:
+def _no_store(response: Response, referrer: str = "no-referrer") -> Response:
     response.headers["Cache-Control"] = "no-store"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = referrer
     return response
 
 
@@ -186,7 +186,8 @@ async def open_code(request: Request, code: Annotated[str, Path(min_length=1, ma
     response.set_cookie(
         OPEN_COOKIE, pre_session, max_age=max_age, path=OPEN_PATH, secure=secure, httponly=True, samesite="strict"
     )
-    return _no_store(response)
+    # same-origin, not no-referrer: under no-referrer a browser sends its form's POST with ``Origin: null``
+    return _no_store(response, "same-origin")
 
 
 @router.post("/_ui/open/{code}", include_in_schema=False)
