@@ -131,3 +131,21 @@ async def _unless_disconnected(request: Request, state: ApiState, work: Coroutin
 async def _disconnected(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+async def until_stopped(state: ApiState, work: Coroutine[Any, Any, Answer]) -> Answer:
+    """The answer of ``work``, unless the service stops first: then it is cancelled and
+    :class:`ServiceStopping` raised (the MCP ``ask`` tool, whose answer is one JSON body)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(state.stopping().wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if task.cancelled():
+        raise ServiceStopping("the service is stopping; the question was cancelled: ask it again")
+    return task.result()
