@@ -22,11 +22,12 @@ from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings, load_settings, shown_url
 from hopsearch.service.embedders import embedder_for_id, make_embedder
-from hopsearch.service.errors import HopsearchError, IndexMissing, NotFound
+from hopsearch.service.errors import HopsearchError, IndexMissing, NotFound, RequestInvalid
 from hopsearch.service.llm import LLMClient
 from hopsearch.service.outlines import purge as outline_purge
 from hopsearch.service.requests import CLI_SEARCH, SEARCH_K, SEARCH_MODE, Query
 from hopsearch.service.retrieval import without_vectors_note
+from hopsearch.service.retrieval.hit_sources import HitSources
 from hopsearch.service.store import Store
 from hopsearch.service.store.indices import SCHEMA_VERSION, schema_note
 from hopsearch.service.strategies.base import describe
@@ -45,6 +46,9 @@ def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int
 
 
 def _fail(exc: HopsearchError) -> click.ClickException:
+    """The command's failure: a request the caller got wrong (a blank query…) is a usage error (exit 2)."""
+    if isinstance(exc, RequestInvalid):
+        return click.UsageError(str(exc))
     return click.ClickException(str(exc))
 
 
@@ -104,7 +108,7 @@ def search(
     """Retrieve passages for QUERY (BM25, dense or hybrid, filtered) and print them."""
     clauses = filter_clauses(sources, filters)
 
-    async def go() -> SearchResult:
+    async def go() -> tuple[SearchResult, bool]:
         async with await Runtime.open(load_settings()) as runtime:
             wanted = Query(query, k, cast(RetrievalMode, mode), cast(Fusion, fusion), weights, rerank=rerank, hops=hops)
             caller = await cli_caller(runtime.store, key, principals)
@@ -112,14 +116,19 @@ def search(
                 runtime, [wanted], caller=caller, index=index, filters=clauses, fields=CLI_SEARCH
             )
             [result] = await usecases.search(runtime, request)
-            return result
+            return result, caller.admin
 
     try:
-        result = asyncio.run(go())
+        result, admin = asyncio.run(go())
     except HopsearchError as exc:
         raise _fail(exc) from exc
     if as_json:
-        hits = [{"_id": h.id, "_score": h.score, "_source": dict(h.source)} for h in result.hits]
+        # a non-admin caller (``--key``, ``--principal``) is shown a hit's source as HTTP shows it
+        shown = HitSources(load_settings())
+        hits = [
+            {"_id": h.id, "_score": h.score, "_source": dict(h.source) if admin else shown(h.source)}
+            for h in result.hits
+        ]
         echo_json({**result.notes(), "hits": hits})
         return
     if result.without_vectors:

@@ -15,7 +15,7 @@ from hopsearch.cli.render import answer_text, ask_head, echo_json, steps_table, 
 from hopsearch.service.app import usecases
 from hopsearch.service.app.runtime import Runtime
 from hopsearch.service.config.settings import Settings, load_settings
-from hopsearch.service.errors import HopsearchError
+from hopsearch.service.errors import HopsearchError, RequestInvalid
 from hopsearch.service.requests import CLI_ASK, DEFAULT_DEPTH
 from hopsearch.service.strategies import Answer
 from hopsearch.service.strategies.deeprag import demonstrations_for
@@ -101,6 +101,8 @@ def ask(
                 principals=principals,
             )
         )
+    except RequestInvalid as exc:  # a blank question…: the caller's mistake, exit 2
+        raise click.UsageError(str(exc)) from exc
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc
     document = answer.trace.to_document()

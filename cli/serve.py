@@ -99,6 +99,7 @@ def serve(host: str | None, port: int | None, workers: int, log_level: str, acce
         access_log=access_log,
         lifespan="on",
         server_header=False,
+        timeout_graceful_shutdown=max(1, round(settings.api_graceful_timeout_s)),
     )
 
 

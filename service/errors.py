@@ -216,3 +216,11 @@ class ClientGone(ApiError):
 
     error_type = "client_closed_request"
     status = 499
+
+
+class ServiceStopping(ApiError):
+    """The service is stopping (``serve`` got SIGTERM or SIGINT): a question still running is cut short, its
+    stream ends with this failure, and the client may ask again (another process, or once it is back)."""
+
+    error_type = "service_stopping_exception"
+    status = 503

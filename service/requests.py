@@ -168,6 +168,11 @@ CLI_SEARCH = Fields("QUERY", "-k", "--filter/--source", hops="--hops")
 
 
 def check_text(text: str, limit: int, field: str) -> None:
+    """Refuse a question, query or name that is blank (empty or only white space: nothing to retrieve or
+    ask, so no retrieval and no model call) or longer than ``limit`` characters; every front end's
+    request goes through here (:mod:`~hopsearch.service.app.usecases`, the MCP tools)."""
+    if not text.strip():
+        raise RequestInvalid("is blank: give a question or query with some text", field=field)
     if len(text) > limit:
         raise RequestInvalid(f"longer than {limit} characters", field=field)
 

@@ -17,9 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 from hopsearch.loaders.docs import load_docs
 from hopsearch.loaders.model import LoadOptions
 from hopsearch.service.api import create_app
-from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.attached.fieldmap import Attachment, FieldMap
 from hopsearch.service.config.settings import Settings
+from hopsearch.service.retrieval.hit_sources import HitSources
 from tests.api_fixtures import API_KEY, serving, uvicorn_serving_async
 from tests.conftest import EsNode
 

@@ -6,14 +6,17 @@ screenshot. A passage whose title holds a ``<script>`` renders as text, and the 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import websockets.sync.client
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from hopsearch.service.api import create_app
@@ -52,6 +55,55 @@ def browse(url: str, profile: Path, *, screenshot: Path | None = None) -> str:
     done = subprocess.run([*args, url], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def _evaluate(ws: Any, expression: str, number: list[int]) -> Any:
+    """The value of ``expression`` in the page (the DevTools protocol's ``Runtime.evaluate``)."""
+    number[0] += 1
+    ws.send(
+        json.dumps(
+            {"id": number[0], "method": "Runtime.evaluate", "params": {"expression": expression, "returnByValue": True}}
+        )
+    )
+    while True:
+        reply = json.loads(ws.recv(timeout=30))
+        if reply.get("id") == number[0]:
+            return ((reply.get("result") or {}).get("result") or {}).get("value")
+
+
+def _until(ws: Any, expression: str, number: list[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not _evaluate(ws, expression, number):
+        if time.monotonic() > deadline:
+            where = _evaluate(ws, "location.href + ' ' + document.body.innerText.slice(0, 500)", number)
+            raise AssertionError(f"the page never got to: {expression} (it is at {where})")
+        time.sleep(0.1)
+
+
+def confirm_in_browser(url: str, profile: Path) -> str:
+    """Open ``url`` (a one-time URL) in headless Chromium as a user does, click its confirmation button, and
+    return the DOM of the page the browser lands on (driven over the DevTools protocol: the pages
+    themselves run no JavaScript)."""
+    profile.mkdir(parents=True, exist_ok=True)
+    args = [chromium(), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", url]
+    browser = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        active = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not active.exists() or not active.read_text().strip():
+            assert browser.poll() is None and time.monotonic() < deadline, "chromium did not start its DevTools"
+            time.sleep(0.1)
+        port = int(active.read_text().split()[0])
+        pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json() if t["type"] == "page"]
+        number = [0]
+        with websockets.sync.client.connect(pages[0]["webSocketDebuggerUrl"], max_size=None) as ws:
+            _until(ws, "document.readyState === 'complete' && !!document.querySelector('#confirm')", number)
+            _evaluate(ws, "document.querySelector('#confirm').click()", number)
+            _until(ws, "location.pathname.startsWith('/_ui/traces/') && document.readyState === 'complete'", number)
+            return str(_evaluate(ws, "document.documentElement.outerHTML", number))
+    finally:
+        browser.terminate()
+        browser.wait(30)
 
 
 @contextlib.asynccontextmanager

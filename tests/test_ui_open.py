@@ -2,10 +2,10 @@
 processes over one prefix on a real node (with the permissions corpus and a scripted LLM that echoes its
 prompts into its answers), keys A (``public``) and B (``group:hr``) whose questions carry their own markers.
 A one-time URL printed by ``hopsearch traces show ID --open`` opens the page in headless Chromium with no
-header; the same URL fails the second time. Over plain HTTP: a code minted on one process is redeemed on the
-other and its cookie read on the first; the cookie's flags; a code minted for A's caller never reads B's
-trace (nor anything A may not read); a code in a query string is never read; the cookie works on the
-viewer's reads only; a revoked key's cookie and code stop."""
+header once its confirmation is clicked; the same URL fails the second time. Over plain HTTP: a code
+minted on one process is redeemed on the other and its cookie read on the first; the cookie's flags; a
+code minted for A's caller never reads B's trace (nor anything A may not read); a code in a query string
+is never read; the cookie works on the viewer's reads only; a revoked key's cookie and code stop."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.llm_fixtures import server_for
 from tests.permissions_corpus import QUESTION, leaks, load_corpus
 from tests.service_processes import Served, hopsearch_serve, scripted_service, serve_env
 from tests.test_permissions_ask import EchoModel
-from tests.test_ui_browser import browse
+from tests.test_ui_browser import browse, confirm_in_browser
 
 ADMIN = {"Authorization": f"ApiKey {API_KEY}"}
 #: key label → (its principals, what it reads as in the permissions corpus)
@@ -107,9 +107,13 @@ async def test_a_printed_one_time_url_opens_the_trace_in_a_real_browser_once(es8
         without = HTMLParser(
             await asyncio.to_thread(browse, f"{viewer.one.url}/_ui/traces/{trace_id}", tmp_path / "p0")
         )
-        first = HTMLParser(await asyncio.to_thread(browse, url, tmp_path / "p1"))
+        confirmation = HTMLParser(await asyncio.to_thread(browse, url, tmp_path / "p0"))
+        first = HTMLParser(await asyncio.to_thread(confirm_in_browser, url, tmp_path / "p1"))
         again = HTMLParser(await asyncio.to_thread(browse, url, tmp_path / "p2"))
     assert "missing authentication credentials" in without.text() and mark("a") not in without.text()
+    # opening the URL alone signs nobody in: it asks, naming whom it signs in as
+    assert confirmation.css_first("button#confirm") is not None and "viewer-a" in confirmation.text()
+    assert mark("a") not in confirmation.text()
     page = first.text()
     assert first.css("tr.step") and mark("a") in page and trace_id in page, page[:500]
     assert not leaks(page, "public", "private") and mark("b") not in page
@@ -118,8 +122,25 @@ async def test_a_printed_one_time_url_opens_the_trace_in_a_real_browser_once(es8
     assert "opens once" in note
 
 
+async def confirm_open(http: httpx.AsyncClient, base: str, path: str) -> tuple[httpx.Response, httpx.Response]:
+    """A one-time URL opened as a browser does: ``GET`` (the confirmation page and its pre-session cookie),
+    then its form's ``POST`` (the exchange); both responses."""
+    page = await http.get(f"{base}{path}")
+    if page.status_code != 200:
+        return page, page
+    form = HTMLParser(page.text).css_first("form#open")
+    assert form is not None, page.text[:500]
+    token = form.css_first("input[name=csrf]")
+    assert token is not None
+    pre = {"hopsearch_viewer_open": page.cookies["hopsearch_viewer_open"]}
+    head = {"Cookie": "; ".join(f"{k}={v}" for k, v in pre.items()), "Origin": base}
+    body = {"csrf": str(token.attributes.get("value") or "")}
+    posted = await http.post(f"{base}{form.attributes.get('action')}", data=body, headers=head)
+    return page, posted
+
+
 def cookie_flags(response: httpx.Response) -> dict[str, str]:
-    header = response.headers["set-cookie"]
+    [header] = [h for h in response.headers.get_list("set-cookie") if h.startswith("hopsearch_viewer=")]
     parts = [part.strip() for part in header.split(";")]
     flags = {part.split("=", 1)[0].lower(): (part.split("=", 1)[1] if "=" in part else "") for part in parts[1:]}
     return {"name": parts[0].split("=", 1)[0], **flags}
@@ -155,8 +176,8 @@ async def test_a_code_is_one_callers_once_and_never_a_query_parameter(es8_node: 
             "page": await http.get(f"{two}/_ui/traces/{viewer.traces['a']}?code={code}"),
             "list": await http.get(f"{two}/_ui/traces?code={code}"),
         }
-        exchanged = await http.get(f"{two}{path}")  # minted on one process, used on the other
-        reused = await http.get(f"{one}{path}")
+        _, exchanged = await confirm_open(http, two, path)  # minted on one process, used on the other
+        _, reused = await confirm_open(http, one, path)
         cookie = {"hopsearch_viewer": exchanged.cookies["hopsearch_viewer"]}
         reads = await _cookie_reads(http, one, cookie, viewer)
         pending = (await http.post(f"{one}/_traces/{viewer.traces['a']}/_open", headers=key_a)).json()["path"]
@@ -166,7 +187,7 @@ async def test_a_code_is_one_callers_once_and_never_a_query_parameter(es8_node: 
             f"{two}/_ui/traces/{viewer.traces['a']}",
             headers={"Cookie": f"hopsearch_viewer={cookie['hopsearch_viewer']}"},
         )
-        late_code = await http.get(f"{one}{pending}")
+        late_code, _ = await confirm_open(http, one, pending)
 
     assert minted.status_code == 201 and minted.json()["url"].endswith(path) and minted.json()["expires_in"] == 300
     assert others.status_code == 404  # a code only for a trace the caller may read

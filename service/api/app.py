@@ -20,7 +20,7 @@ from hopsearch.service.api.es import ask, keys, routes, ui
 from hopsearch.service.api.mcp import tools as mcp_tools
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
 from hopsearch.service.api.middleware.gate import OPEN_PATHS, Gate
-from hopsearch.service.api.middleware.mcp_path import MOUNT, McpPath
+from hopsearch.service.api.middleware.mcp_path import MOUNT, McpPath, McpPostOnly
 from hopsearch.service.api.models import ErrorEnvelope
 from hopsearch.service.api.openai import chat as openai_chat
 from hopsearch.service.api.openai.models import OpenAIErrorEnvelope
@@ -37,6 +37,7 @@ from hopsearch.service.api.responses import (
 )
 from hopsearch.service.api.searchr1 import routes as searchr1
 from hopsearch.service.api.state import VERSION, ApiState
+from hopsearch.service.api.stopping import stop_on_signals
 from hopsearch.service.app.runtime import STRATEGIES, Runtime
 from hopsearch.service.config.settings import Settings, load_settings
 from hopsearch.service.errors import HopsearchError, InputError, MethodNotAllowed, NotFound, RequestInvalid
@@ -75,8 +76,9 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
             log.warning("Elasticsearch not reachable yet (%s); connecting on first request", exc.error_type)
         await _say_whether_open(state)
         try:
-            async with tools.session_manager.run():  # the MCP tools at /_mcp
-                yield
+            with stop_on_signals(state):
+                async with tools.session_manager.run():  # the MCP tools at /_mcp
+                    yield
         finally:
             await state.close()
 
@@ -98,7 +100,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(openai_chat.router)
     app.include_router(ui.router)
     app.include_router(keys.router)
-    app.mount(MOUNT, mcp_app)
+    app.mount(MOUNT, McpPostOnly(mcp_app, state))
     _install_handlers(app, state)
     app.add_middleware(FastRetrieve, state=state, routes=app.router.routes)  # inside the gate
     app.add_middleware(Gate, state=state, routes=app.router.routes)

@@ -33,7 +33,7 @@ def search_envelope(took: int, hits: list[dict[str, Any]], total: int | None = N
 def retrieve_envelope(result: SearchResult, took: int, render: Callable[[Hit], dict[str, Any]]) -> dict[str, Any]:
     """Build a ``_retrieve`` answer: Elasticsearch's search envelope, each hit as ``render`` makes it, and the notes.
 
-    ``render`` is :meth:`~hopsearch.service.api.hit_sources.HitSources.hit`; the notes are the result's own
+    ``render`` is :meth:`~hopsearch.service.retrieval.hit_sources.HitSources.hit`; the notes are the result's own
     (:meth:`~hopsearch.service.types.SearchResult.notes`), with both legs' lists where asked for.
     """
     body = search_envelope(took, [render(hit) for hit in result.hits]) | result.notes()

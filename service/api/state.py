@@ -12,7 +12,6 @@ from typing import Annotated, Any
 from fastapi import Path, Request
 
 from hopsearch.service.access import ADMIN, Caller
-from hopsearch.service.api.hit_sources import HitSources
 from hopsearch.service.api.limits import NOWHERE, Accounts, KeyLimiter, SharedWindows, accounts_of, fair_share
 from hopsearch.service.api.metrics import Metrics
 from hopsearch.service.api.models import AskRequest as AskBody
@@ -27,6 +26,7 @@ from hopsearch.service.auth.viewer import ViewerSessions
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import TooManyRequests
 from hopsearch.service.requests import HTTP_ASK, AskRequest, Fields
+from hopsearch.service.retrieval.hit_sources import HitSources
 from hopsearch.service.strategies import Answer, StepListener
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class ApiState:
         self.tokens: TokenVerifier | None = StateTokens(self)
         self._verifier: JwtVerifier | None = None
         self._key_store: KeyStore | None = None
+        self._groups: EsGroups | None = None
+        self._stopping: asyncio.Event | None = None
         self._runtime = runtime
         self._owns_runtime = runtime is None
         self._lock = asyncio.Lock()
@@ -84,6 +86,13 @@ class ApiState:
                 log.info("connected to Elasticsearch %s", self._runtime.store.info.number)
             return self._runtime
 
+    def stopping(self) -> asyncio.Event:
+        """Set when the service is told to stop (:func:`~hopsearch.service.api.app.stop_on_signals`): what
+        streams and waits ends at once, so the process exits within its graceful timeout."""
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+        return self._stopping
+
     async def key_store(self) -> KeyStore:
         """The stored API keys (``<prefix>-keys``) over the shared runtime's store."""
         if self._key_store is None:
@@ -93,7 +102,9 @@ class ApiState:
     async def viewer_sessions(self) -> ViewerSessions:
         """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
         settings = self.settings
-        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s)
+        if self._groups is None:
+            self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
+        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s, self._groups, settings)
 
     async def question_of(self, caller: Caller, index: str, body: AskBody, fields: Fields = HTTP_ASK) -> AskRequest:
         """Build the checked question of an ``_ask`` body over the index a URL (or a chat model's name) names.
@@ -160,9 +171,9 @@ class ApiState:
         """The service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
         JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
         if self._verifier is None:
-            store = (await self.runtime()).store
-            groups = EsGroups(store, cache_s=self.settings.groups_cache_s)
-            made = token_verifier(self.settings, await self.key_store(), groups)
+            if self._groups is None:
+                self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
+            made = token_verifier(self.settings, await self.key_store(), self._groups)
             assert isinstance(made, JwtVerifier)  # a key lookup is given: back ends' tokens always apply
             self._verifier = made
         return self._verifier
@@ -189,6 +200,9 @@ class StateTokens:
 #: The key of an ASGI scope under which the authenticated :class:`Caller` of the request lies (only the
 #: server and the service's own middleware write a scope, never a client).
 CALLER_KEY = "hopsearch.caller"
+#: Where the gate puts when the credential of the request ends (an end-user token's ``exp``), if it does:
+#: a viewer code or session minted from it ends no later (:mod:`hopsearch.service.auth.viewer`).
+CREDENTIAL_UNTIL_KEY = "hopsearch.credential_until"
 
 
 def caller_of(scope: Mapping[str, Any]) -> Caller:

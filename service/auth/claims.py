@@ -41,6 +41,21 @@ def looks_like_jwt(value: str) -> bool:
     return isinstance(header, dict) and "alg" in header
 
 
+def expiry_of(token: str) -> datetime | None:
+    """The ``exp`` of a token the verifier has already accepted (read without the signature: the check is
+    done), as a time; None where it names none."""
+    try:
+        exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
+    except jwt.PyJWTError:
+        return None
+    if not isinstance(exp, int | float) or not math.isfinite(exp):
+        return None
+    try:
+        return datetime.fromtimestamp(exp, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def shown(value: Any, limit: int = 80) -> str:
     """A value from the token as a message may show it: the token is the sender's, not to be echoed whole."""
     text = "".join(c if c.isprintable() else "?" for c in str(value))

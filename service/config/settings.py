@@ -406,6 +406,12 @@ class Settings(BaseSettings):
     api_sse_heartbeat_s: float = Field(
         15.0, gt=0, description="A `: keep-alive` comment goes out after this many seconds of SSE silence."
     )
+    api_graceful_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds `serve` waits on SIGTERM for open requests to end before it cancels them (streams "
+        "end at once: each is sent a closing `service_stopping_exception`).",
+    )
 
     # --- document permissions ------------------------------------------------------------------
     acl_default: Literal["private", "public"] = Field(

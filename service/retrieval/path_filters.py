@@ -1,7 +1,7 @@
 """A filter on ``path`` means the path a hit shows.
 
 Documents indexed from a folder store the server's absolute ``path`` and the folder itself
-(``metadata.root``); API hits show ``path`` relative to that folder (:mod:`~hopsearch.service.api.hit_sources`).
+(``metadata.root``); API hits show ``path`` relative to that folder (:mod:`~hopsearch.service.retrieval.hit_sources`).
 So a ``path`` value that starts with ``/`` is the absolute path, matched as stored; any other value is
 relative to the folder its document was indexed from: ``{"term": {"path": "guide/intro.md"}}`` matches
 ``<root>/guide/intro.md`` for each indexed root (with that root: folders may nest), and documents

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from hopsearch.service.access import ADMIN, Caller
 from hopsearch.service.api.state import VERSION, ApiState, caller_of
+from hopsearch.service.api.streaming import until_stopped
 from hopsearch.service.app import usecases
 from hopsearch.service.app.runtime import STRATEGIES
 from hopsearch.service.errors import AuthorizationError, HopsearchError, NotFound
@@ -161,7 +162,7 @@ async def _run_ask(
         seed=seed,
         fields=MCP_ASK,
     )
-    answer = await state.answer(request)
+    answer = await until_stopped(state, state.answer(request))
     failure = usecases.failure_of(answer)
     if failure is not None:
         raise ToolError(state.redact(f"{failure.error_type}: {failure} (trace {answer.trace.trace_id})"))

@@ -53,7 +53,8 @@ from hopsearch.service.api.responses import (
     openai_status,
     retry_headers,
 )
-from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
+from hopsearch.service.api.state import CALLER_KEY, CREDENTIAL_UNTIL_KEY, ApiState, caller_of
+from hopsearch.service.auth.claims import expiry_of
 from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
 from hopsearch.service.auth.records import KeyLimits
 from hopsearch.service.errors import (
@@ -322,7 +323,12 @@ class Gate:
                 raise refused(self.state, "viewer_refused", exc) from None
             _count(self.state, caller, limits)
             return caller
-        return await authenticate(self.state, scope, headers.get(b"authorization"))
+        header = headers.get(b"authorization")
+        made = await authenticate(self.state, scope, header)
+        found = _credential(header) if made is not None and header else None
+        if found is not None and found[0] == b"bearer" and _JWT.match(found[1]):
+            scope[CREDENTIAL_UNTIL_KEY] = expiry_of(found[1].decode("ascii"))  # verified: its ``exp``
+        return made
 
     async def _read_body(self, receive: Receive) -> tuple[Receive, ApiError | None]:
         """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that

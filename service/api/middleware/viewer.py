@@ -1,8 +1,9 @@
 """Who a browser is on the trace viewer (:mod:`hopsearch.service.auth.viewer`): the gate reads the viewer's
 cookie, and only on the viewer's own reads — ``GET``/``HEAD`` of ``/_ui/traces``, ``/_ui/traces/{id}`` and
 the raw trace a page links (``/_traces/{id}``) — where no ``Authorization`` is sent. Every other route ignores
-it, so a cookie can never search, ask or write. The exchange of a one-time code (``GET /_ui/open/{code}``)
-needs no credentials: the code in its path is the credential (never a query parameter)."""
+it, so a cookie can never search, ask or write. A one-time code's confirmation page (``GET /_ui/open/{code}``)
+and its exchange (that page's ``POST``) need no credentials: the code in its path is the credential (never a
+query parameter)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,4 @@ def viewer_session(scope: Scope, headers: Mapping[bytes, bytes]) -> str | None:
 
 
 def is_code_exchange(scope: Scope) -> bool:
-    return bool(scope["method"] in ("GET", "HEAD") and scope["path"].startswith(OPEN_PREFIX))
+    return bool(scope["method"] in ("GET", "HEAD", "POST") and scope["path"].startswith(OPEN_PREFIX))

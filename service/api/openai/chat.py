@@ -80,13 +80,19 @@ async def list_models(request: Request) -> OrjsonResponse:
 
 @router.get("/v1/models/{model}", response_model=None, responses={200: {"model": ModelObject}})
 async def get_model(request: Request, model: Annotated[str, Path(min_length=1, max_length=320)]) -> OrjsonResponse:
-    """One model the caller's key may ask; 403 naming the key's index patterns for a model over an index
-    outside them (whether or not it exists, as ``_ask`` answers), 404 ``model_not_found`` else."""
+    """One model the caller's key may ask: every name chat takes (``hopsearch-<strategy>`` over the alias,
+    ``@passages``, ``@<the alias>``, ``@<one of its versions>``, ``@<an attached index>``), resolved as chat
+    resolves it; 403 naming the key's index patterns for a model over an index outside them (whether or not
+    it exists, as ``_ask`` answers), 404 ``model_not_found`` else."""
     state = state_of(request)
     caller = caller_of(request.scope)
-    _check_model_index(state, caller, parse_model(model)[1])
-    if model not in await _models(state, caller):
-        raise model_missing(model)
+    index = parse_model(model)[1]
+    _check_model_index(state, caller, index)
+    runtime = await state.runtime()
+    try:
+        await runtime.store.require_passages(await usecases.passages_index(runtime, caller, index))
+    except IndexMissing as exc:
+        raise model_missing(model) from exc
     return OrjsonResponse(_model(model))
 
 

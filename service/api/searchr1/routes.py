@@ -5,7 +5,7 @@ list per query, in order. Each item is ``{"document": {"id", "contents"}, "score
 alone when ``return_scores`` is false (as Search-R1's own server answers). ``contents`` is the title in
 double quotes, a newline, then the text: the layout of Search-R1's wiki corpus, which its clients split
 on the first newline. The title and text are the hit's mapped ``title`` and ``excerpt``
-(:func:`~hopsearch.service.api.hit_sources.mapped`: what ``_retrieve`` shows under ``hopsearch``), empty
+(:func:`~hopsearch.service.retrieval.hit_sources.mapped`: what ``_retrieve`` shows under ``hopsearch``), empty
 where the field they come from is hidden from the caller. The whole batch is ONE ``_msearch`` on the
 passages alias (or the ``index`` the request names: a version, an attached index).
 """
