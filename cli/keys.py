@@ -79,6 +79,12 @@ def token_kids(record: KeyRecord) -> str:
     help="Id of that public key: tokens name kid NAME/ID (default: the key's name).",
 )
 @click.option("--namespace", default=None, help="Outline namespace bound to the key.")
+@click.option(
+    "--user-header",
+    default=None,
+    help="A header naming each request's end user (X-OpenWebUI-User-Email): the key acts only for them, "
+    "and its secret is every one of its users' credential.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object; its `key` is the secret.")
 def create(
     name: str,
@@ -93,6 +99,7 @@ def create(
     token_alg: str | None,
     token_key_id: str | None,
     namespace: str | None,
+    user_header: str | None,
     as_json: bool,
 ) -> None:
     """Create key NAME and print its secret (shown this once: only a hash is stored)."""
@@ -110,6 +117,7 @@ def create(
         token_public_pem=pem,
         token_key_id=token_key_id,
         namespace=namespace,
+        user_header=user_header,
     )
     secret, record = _with_keys(lambda store: store.create(new))
     if as_json:
@@ -117,6 +125,8 @@ def create(
         return
     if record.token_keys:  # before the secret, which stays the last line
         click.echo(token_kids(record))
+    if record.user_header:
+        click.echo(f"key {record.name} acts for the user its header {record.user_header} names, never for itself")
     click.echo(f"created key {record.name}; its secret (shown once, keep it):")
     click.echo(secret)
 

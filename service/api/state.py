@@ -70,6 +70,7 @@ class ApiState:
         self.tokens: TokenVerifier | None = StateTokens(self)
         self._verifier: JwtVerifier | None = None
         self._key_store: KeyStore | None = None
+        self._groups: EsGroups | None = None
         self._runtime = runtime
         self._owns_runtime = runtime is None
         self._lock = asyncio.Lock()
@@ -89,6 +90,12 @@ class ApiState:
         if self._key_store is None:
             self._key_store = KeyStore.of((await self.runtime()).store)
         return self._key_store
+
+    async def groups(self) -> EsGroups:
+        """The users' stored groups (``<prefix>-groups``) over the shared runtime's store, made once."""
+        if self._groups is None:
+            self._groups = EsGroups((await self.runtime()).store)
+        return self._groups
 
     async def viewer_sessions(self) -> ViewerSessions:
         """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
@@ -160,8 +167,7 @@ class ApiState:
         """The service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
         JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
         if self._verifier is None:
-            store = (await self.runtime()).store
-            made = token_verifier(self.settings, await self.key_store(), EsGroups(store))
+            made = token_verifier(self.settings, await self.key_store(), await self.groups())
             assert isinstance(made, JwtVerifier)  # a key lookup is given: back ends' tokens always apply
             self._verifier = made
         return self._verifier

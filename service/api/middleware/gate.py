@@ -55,7 +55,8 @@ from hopsearch.service.api.responses import (
 )
 from hopsearch.service.api.state import CALLER_KEY, ApiState, caller_of
 from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
-from hopsearch.service.auth.records import KeyLimits
+from hopsearch.service.auth.records import KeyLimits, KeyRecord
+from hopsearch.service.auth.user_header import header_user, vouched_caller
 from hopsearch.service.errors import (
     ApiError,
     AuthenticationError,
@@ -80,6 +81,7 @@ _FIRST_ACTIONS = {
     "_outlines": "outlines",
     "_traces": "traces",
     "retrieve": "search",
+    "retrieval": "search",  # Dify's External Knowledge API
     "v1": "ask",  # OpenAI's face: chat completions and the models a key may ask
 }
 _ENDPOINT_ACTIONS = {"_retrieve": "search", "_ask": "ask"}
@@ -194,9 +196,24 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
     if refusal is not None:
         raise refused(state, *refusal)
     assert record is not None
-    caller = record.caller()
+    caller = await _key_caller(state, record, raw_headers if isinstance(raw_headers, list) else [])
     _count(state, caller, record.limits)
     return caller
+
+
+async def _key_caller(state: ApiState, record: KeyRecord, headers: Sequence[tuple[bytes, bytes]]) -> Caller:
+    """The caller a stored key makes: the key itself, or, on a key that vouches for its users by a header
+    (:mod:`~hopsearch.service.auth.user_header`), the user that header names (refused without it); the
+    header is read on no other key."""
+    if record.user_header is None:
+        return record.caller()
+    try:
+        user = header_user(record, headers)
+    except AuthenticationError as exc:
+        raise refused(state, "user_header_missing", exc) from None
+    except RequestInvalid as exc:
+        raise refused(state, "user_header_refused", exc) from None
+    return vouched_caller(record, user, await (await state.groups()).groups_of(user))
 
 
 def _count(state: ApiState, caller: Caller, limits: KeyLimits | None) -> None:
