@@ -47,9 +47,9 @@ from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.middleware.hosts import loopback_host, loopback_origin, only_one
 from hopsearch.service.api.middleware.viewer import NOBODY, is_code_exchange, viewer_session
 from hopsearch.service.api.responses import (
-    error_response,
+    CREDENTIAL_FORMAT,
+    error_renderer,
     is_openai,
-    openai_error_response,
     openai_status,
     retry_headers,
 )
@@ -169,11 +169,11 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
         why = "missing authentication credentials for REST request"
         if str(scope.get("path", "")).startswith("/_ui/"):
             why += "; a browser opens the viewer through a one-time URL: `hopsearch traces show ID --open`"
-        raise refused(state, "auth_missing", AuthenticationError(why))
+        raise refused(state, "auth_missing", AuthenticationError(why, details=dict(CREDENTIAL_FORMAT)))
     found = _credential(header)
     if found is None:
         why = "unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)"
-        raise refused(state, "auth_scheme", AuthenticationError(why))
+        raise refused(state, "auth_scheme", AuthenticationError(why, details=dict(CREDENTIAL_FORMAT)))
     scheme, token = found
     accepted = False
     for key in state.keys:
@@ -291,7 +291,7 @@ class Gate:
                 unauthenticated = (openai_status(refusal) if openai else refusal.status) == 401
                 headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if unauthenticated else None
                 headers = retry_headers(refusal, self.state.settings) or headers
-                render = openai_error_response if openai else error_response
+                render = error_renderer(scope["path"])
                 await render(refusal, self.state.redact, headers)(scope, receive, send_status)
                 return
             await self.app(scope, receive, send_status)
