@@ -10,7 +10,8 @@ header's value as the request's end user, as a back end's signed token's ``sub``
   user's stored groups (:mod:`~hopsearch.service.auth.groups`) that the key lists; never an admin's;
 - a request without the header is refused (401), never served with the key's own principals; a value
   that is no plausible user id (empty, over :data:`MAX_USER_CHARS`, a wildcard ``*?[]``, a comma, a
-  control character, not UTF-8, the header sent twice) is refused (400, naming the header).
+  control character, a template the front end left unresolved such as ``{{LIBRECHAT_USER_EMAIL}}``, not
+  UTF-8, the header sent twice) is refused (400, naming the header).
 
 On every other key the header means nothing and is never read. The key's secret is therefore every one of
 its users' credential: whoever holds it may name any user.
@@ -92,6 +93,8 @@ def _implausible(user: str) -> str | None:
         return f"{len(user)} characters, more than {MAX_USER_CHARS}"
     if any(unicodedata.category(c) in ("Cc", "Cf") for c in user):
         return "it holds a control character"
+    if "{{" in user or "}}" in user:  # a front end's template left unresolved (LibreChat's title requests)
+        return "it is a template placeholder the front end did not resolve"
     try:
         document_principal(principal(f"user:{user}"))
     except ValueError as exc:
