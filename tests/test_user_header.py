@@ -23,7 +23,7 @@ from hopsearch.service.store import Store
 from tests.api_fixtures import serving
 from tests.conftest import EsNode
 from tests.openai_fixtures import openai_serving
-from tests.permissions_corpus import QUESTION, found_markers, leaks, load_corpus
+from tests.permissions_corpus import QUERY, QUESTION, found_markers, leaks, load_corpus
 from tests.test_keys_api import auth, make_key
 from tests.test_permissions_ask import EchoModel
 
@@ -177,3 +177,42 @@ async def test_the_keys_requests_per_minute_cap_its_users_together(es8_node: EsN
         erin = [(await api.client.get("/", headers=heads["erin"])).status_code for _ in range(3)]
         frank = [(await api.client.get("/", headers=heads["frank"])).status_code for _ in range(2)]
     assert erin == [200, 200, 200] and frank[0] == 200 and frank[1] == 429, (erin, frank)  # the key's 4 cap both
+
+
+def _mcp_search(query: str) -> dict[str, Any]:
+    arguments = {"query": query, "k": 10}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": arguments}}
+
+
+async def test_the_header_counts_on_every_route_the_key_may_use(es8_node: EsNode, tmp_path: Path) -> None:
+    """``_retrieve`` (its fast path), ``/retrieve``, ``/retrieval``, MCP and the proxy: each refuses the key
+    without its header and reads with the named user's rights."""
+    async with serving(es8_node.url, load=False) as api:
+        store = await api.store()
+        await load_corpus(store, tmp_path)
+        await EsGroups(store, cache_s=0).import_groups(parse_csv(COMPANY_CSV))
+        secret = await make_key(api, **OWUI)
+        mcp = {"Accept": "application/json, text/event-stream", "Host": "localhost:9280"}  # MCP's host check
+        calls = {
+            "_retrieve": (f"/{api.alias}/_retrieve", {"query": QUERY, "k": 10}),
+            "/retrieve": ("/retrieve", {"queries": [QUERY], "topk": 10}),
+            "/retrieval": (
+                "/retrieval",
+                {"knowledge_id": api.alias, "query": QUERY, "retrieval_setting": {"top_k": 10}},
+            ),
+            "mcp": ("/_mcp/", _mcp_search(QUERY)),
+        }
+        got: dict[tuple[str, str], httpx.Response] = {}
+        for who, extra in (("none", {}), ("hr", {HEADER: HR}), ("employee", {HEADER: EMPLOYEE})):
+            for name, (path, body) in calls.items():
+                got[(name, who)] = await api.client.post(path, json=body, headers={**auth(secret), **mcp, **extra})
+            got[("proxy", who)] = await api.client.get(f"/{api.alias}/_search", headers={**auth(secret), **extra})
+    for name in (*calls, "proxy"):
+        refused = got[(name, "none")]
+        assert refused.status_code == (403 if name == "/retrieval" else 401), (name, refused.text)
+        assert HEADER in refused.text, (name, refused.text)
+    for name in calls:
+        hr, employee = got[(name, "hr")], got[(name, "employee")]
+        assert hr.status_code == 200 and SALARY in hr.text, (name, hr.text[:300])
+        assert employee.status_code == 200 and SALARY not in employee.text and "PUBLIC-MARKER-1" in employee.text, name
+    assert got[("proxy", "hr")].status_code == 403 and "managed by hopsearch" in got[("proxy", "hr")].text
