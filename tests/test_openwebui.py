@@ -1,12 +1,14 @@
 """Open WebUI for real (issue 53): the PyPI ``open-webui`` (0.12.4, its own virtual environment:
 ``scripts/openwebui.sh``, named by ``HOPSEARCH_TEST_OPENWEBUI``) started offline beside the service, its
 OpenAI connection configured as the README says (``ENABLE_FORWARD_USER_INFO_HEADERS=true``, a hopsearch key
-with ``--user-header X-OpenWebUI-User-Email``). Two of its users sign up (an HR employee and another one)
-and ask a hopsearch model through Open WebUI's own chat API (``/api/chat/completions``, what its page posts
-when the chat is not saved), one body and streamed; Open WebUI forwards each user's e-mail to hopsearch.
-The HR marker is in the HR user's answer and nowhere in the other's; each user's trace is theirs; the title
-and tag requests Open WebUI sends (``/api/v1/tasks/{title,tags}/completions``) run no strategy and write no
-trace. The chat page itself is not driven in a browser here (its chat posts go over a websocket session)."""
+with ``--user-header X-OpenWebUI-User-Email``). Its admin adds two users (an HR employee and another one);
+each asks a hopsearch model through Open WebUI's chat API (``/api/chat/completions``), one body and
+streamed, and then signs in on Open WebUI's own page in headless Chromium (Debian's, driven over the
+DevTools protocol: :mod:`tests.cdp`), picks the model, types the question and reads the streamed answer.
+Open WebUI forwards each user's e-mail to hopsearch: the HR marker is in the HR user's answers and page,
+nowhere in the other's; each user's trace is theirs; the title and tag requests Open WebUI sends (the
+API's ``/api/v1/tasks/{title,tags}/completions`` and those its page sends after each answer) run no
+strategy and write no trace."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import httpx
 
 from hopsearch.service.auth.groups import EsGroups, parse_csv
 from hopsearch.service.store import Store
+from tests.cdp import Page, browser_page
 from tests.conftest import EsNode, unavailable
 from tests.openai_fixtures import openai_serving
 from tests.permissions_corpus import QUESTION, found_markers, load_corpus
@@ -168,14 +171,51 @@ async def tasks(web: httpx.AsyncClient, user: dict[str, str]) -> list[dict[str, 
     return out
 
 
-async def test_open_webui_users_each_read_with_their_own_rights(es_node: EsNode, tmp_path: Path) -> None:
+SIGN_IN = """(() => {
+  const set = (el, value) => {
+    Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(el, value);
+    el.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  set(document.getElementById('email'), EMAIL);
+  set(document.getElementById('password'), PASSWORD);
+  document.querySelector('form').requestSubmit();
+  return true;
+})()"""
+
+
+#: The "What's New" dialog a user sees on first sign-in: closed as a user closes it.
+CLOSE_WHATS_NEW = """[...document.querySelectorAll('button')].filter(b => b.innerText.includes("Okay, Let's Go"))
+  .forEach(b => b.click())"""
+
+
+async def browser_chat(page: Page, url: str, name: str, email: str) -> str:
+    """A user signs in on Open WebUI's page, picks the hopsearch model, asks, and reads the answer: the
+    page's whole text once the answer's references show."""
+    await page.goto(f"{url}/auth")
+    await page.wait_for("!!document.getElementById('password')")
+    script = SIGN_IN.replace("EMAIL", json.dumps(email)).replace("PASSWORD", json.dumps("pw-" + name))
+    await page.evaluate(script)
+    await page.wait_for("!!localStorage.token")
+    await page.goto(f"{url}/?models=hopsearch-single")
+    await page.wait_for("!!document.getElementById('chat-input')")
+    await asyncio.sleep(1)
+    await page.evaluate(CLOSE_WHATS_NEW)
+    await page.evaluate("document.getElementById('chat-input').focus()")
+    await page.type(QUESTION)
+    await page.press_enter()
+    await page.wait_for("document.body.innerText.includes('References')", timeout_s=120)
+    await asyncio.sleep(2)  # the title and tag requests that follow an answer
+    return await page.text()
+
+
+async def test_open_webui_users_each_read_with_their_own_rights(es8_node: EsNode, tmp_path: Path) -> None:
     open_webui_bin()
 
     async def load(store: Store) -> None:
         await load_corpus(store, tmp_path)
         await EsGroups(store, cache_s=0).import_groups(parse_csv(f"user,group\n{HR},hr\n{EMPLOYEE},staff\n"))
 
-    async with openai_serving(es_node.url, script=EchoModel(), load=load) as served:
+    async with openai_serving(es8_node.url, script=EchoModel(), load=load) as served:
         secret = await served.new_key(**OWUI_KEY)
         async with (
             open_webui(served.url, secret, tmp_path / "owui") as url,
@@ -188,6 +228,11 @@ async def test_open_webui_users_each_read_with_their_own_rights(es_node: EsNode,
             written = await served.traces_written()
             titles = await tasks(web, users[EMPLOYEE])
             after_tasks = await served.traces_written()
+            pages = {}
+            for name, email in (("Alice", HR), ("Bob", EMPLOYEE)):
+                async with browser_page(tmp_path / f"chromium-{name}") as page:
+                    pages[email] = await browser_chat(page, url, name, email)
+            after_pages = await served.traces_written()
             owners = {
                 who: (await served.trace(json.loads(got[(who, 0)])["hopsearch"]["trace_id"]))["user"]["owner"]
                 for who in users
@@ -199,3 +244,6 @@ async def test_open_webui_users_each_read_with_their_own_rights(es_node: EsNode,
     assert written == 4 and after_tasks == written, (written, after_tasks)  # titles and tags: no strategy, no trace
     assert titles[0] and titles[1], titles
     assert owners == {who: f"key:owui/sub:{who}" for who in users}, owners  # each user's trace is theirs
+    assert SALARY in pages[HR] and SALARY not in pages[EMPLOYEE], pages  # in a real browser, as users see it
+    assert "PUBLIC-MARKER-1" in pages[EMPLOYEE], pages[EMPLOYEE]
+    assert after_pages == after_tasks + 2, (after_tasks, after_pages)  # one question each, no title or tag trace

@@ -59,6 +59,14 @@ ERROR_STATUSES = {
     "504": "Deadline passed",
 }
 
+#: Dify's error shape on ``/retrieval`` (:func:`~hopsearch.service.api.responses.dify_error_response`).
+DIFY_ERROR_ENVELOPE = {
+    "type": "object",
+    "title": "DifyErrorEnvelope",
+    "properties": {"error_code": {"type": "integer"}, "error_msg": {"type": "string"}},
+    "required": ["error_code", "error_msg"],
+}
+
 
 def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
     """The app over ``settings``; a given ``runtime`` is used (and not closed) instead of opening one."""
@@ -213,8 +221,9 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         "ApiKey": {"type": "apiKey", "in": "header", "name": "Authorization", "description": "`ApiKey <key>`"},
         "Bearer": {"type": "http", "scheme": "bearer"},
     }
+    schemas["DifyErrorEnvelope"] = DIFY_ERROR_ENVELOPE
     for path, operations in doc.get("paths", {}).items():
-        name = "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
+        name = "DifyErrorEnvelope" if is_dify(path) else "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
         ref = {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
