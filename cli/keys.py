@@ -143,7 +143,7 @@ def list_keys(as_json: bool) -> None:
         click.echo("no stored keys")
         return
     table = Table(title="API keys")
-    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys"):
+    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys", "user header"):
         table.add_column(column, overflow="fold")
     for row in rows:
         limits = ", ".join(f"{k}={v}" for k, v in row["limits"].items() if v is not None)
@@ -157,6 +157,7 @@ def list_keys(as_json: bool) -> None:
             row["expires"] or "never",
             limits,
             ", ".join(f"{t['kid']} ({t['algorithm']})" for t in row["token_keys"]),
+            row.get("user_header") or "",
         )
     Console(width=160).print(table)
 
