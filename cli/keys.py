@@ -143,7 +143,8 @@ def list_keys(as_json: bool) -> None:
         click.echo("no stored keys")
         return
     table = Table(title="API keys")
-    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys", "user header"):
+    columns = ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys")
+    for column in (*columns, "user header"):
         table.add_column(column, overflow="fold")
     for row in rows:
         limits = ", ".join(f"{k}={v}" for k, v in row["limits"].items() if v is not None)
