@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import click
 
 from hopsearch.cli.render import echo_json
-from hopsearch.service.auth.groups import EsGroups, UserGroups
+from hopsearch.service.auth.groups import EsGroups, UserGroups, parse_csv
 from hopsearch.service.config.settings import load_settings
 from hopsearch.service.errors import HopsearchError
 from hopsearch.service.store import Store
@@ -85,3 +86,24 @@ def list_groups(as_json: bool) -> None:
         click.echo("no users with stored groups")
     for row in [] if as_json else found:
         _print(row, False)
+
+
+@groups.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="Set each listed user's groups to exactly the file's (else add them).")
+@json_option
+def import_groups(file: Path, replace: bool, as_json: bool) -> None:
+    """Fill the stored groups of a whole company from FILE, a CSV with the columns user,group (a header
+    line, then one pair per line: an IdP's or HR system's export). Nothing is written when a line is bad."""
+    try:
+        found = parse_csv(file.read_text(encoding="utf-8"))
+    except HopsearchError as exc:
+        raise click.ClickException(f"{file}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{file}: not UTF-8 text ({exc})") from exc
+    done = _run(lambda store: store.import_groups(found, replace=replace))
+    if as_json:
+        echo_json([row.to_dict() for row in done])
+        return
+    pairs = sum(len(groups) for groups in found.values())
+    click.echo(f"imported {pairs} memberships of {len(done)} users from {file}" + (" (replaced)" if replace else ""))

@@ -79,6 +79,12 @@ def token_kids(record: KeyRecord) -> str:
     help="Id of that public key: tokens name kid NAME/ID (default: the key's name).",
 )
 @click.option("--namespace", default=None, help="Outline namespace bound to the key.")
+@click.option(
+    "--user-header",
+    default=None,
+    help="A header naming each request's end user (X-OpenWebUI-User-Email): the key acts only for them, "
+    "and its secret is every one of its users' credential.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object; its `key` is the secret.")
 def create(
     name: str,
@@ -93,6 +99,7 @@ def create(
     token_alg: str | None,
     token_key_id: str | None,
     namespace: str | None,
+    user_header: str | None,
     as_json: bool,
 ) -> None:
     """Create key NAME and print its secret (shown this once: only a hash is stored)."""
@@ -110,6 +117,7 @@ def create(
         token_public_pem=pem,
         token_key_id=token_key_id,
         namespace=namespace,
+        user_header=user_header,
     )
     secret, record = _with_keys(lambda store: store.create(new))
     if as_json:
@@ -117,6 +125,8 @@ def create(
         return
     if record.token_keys:  # before the secret, which stays the last line
         click.echo(token_kids(record))
+    if record.user_header:
+        click.echo(f"key {record.name} acts for the user its header {record.user_header} names, never for itself")
     click.echo(f"created key {record.name}; its secret (shown once, keep it):")
     click.echo(secret)
 
@@ -133,7 +143,8 @@ def list_keys(as_json: bool) -> None:
         click.echo("no stored keys")
         return
     table = Table(title="API keys")
-    for column in ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys"):
+    columns = ("name", "state", "admin", "principals", "indices", "actions", "expires", "limits", "public keys")
+    for column in (*columns, "user header"):
         table.add_column(column, overflow="fold")
     for row in rows:
         limits = ", ".join(f"{k}={v}" for k, v in row["limits"].items() if v is not None)
@@ -147,6 +158,7 @@ def list_keys(as_json: bool) -> None:
             row["expires"] or "never",
             limits,
             ", ".join(f"{t['kid']} ({t['algorithm']})" for t in row["token_keys"]),
+            row.get("user_header") or "",
         )
     Console(width=160).print(table)
 

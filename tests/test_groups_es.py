@@ -121,3 +121,33 @@ async def test_the_groups_command(store: Store) -> None:
     assert code == 1 and "bad principal 'group:a*'" in out
     code, out = await asyncio.to_thread(invoke, "add", "alice")
     assert code == 2 and "Missing argument 'GROUP...'" in out
+
+
+async def test_groups_import_fills_a_company_from_a_csv(store: Store, tmp_path: Path) -> None:
+    """``hopsearch groups import FILE.csv`` (issue 53): columns user,group; add, or ``--replace``; a bad
+    line stops the import before anything is written, naming the line."""
+    env = {"HOPSEARCH_ES_URL": store.settings.es_url[0], "HOPSEARCH_INDEX_PREFIX": store.settings.index_prefix}
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(main, ["groups", *args], env=env)
+        return result.exit_code, result.output
+
+    company = tmp_path / "company.csv"
+    company.write_text("user,group,department\nAlice@Corp.example,HR,x\nalice@corp.example,staff,x\nbob,staff,y\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("user,group\ncarol,staff\ndave,\n")
+    assert await asyncio.to_thread(invoke, "import", str(company)) == (
+        0,
+        f"imported 3 memberships of 2 users from {company}\n",
+    )
+    assert await asyncio.to_thread(invoke, "show", "alice@corp.example") == (
+        0,
+        "alice@corp.example: group:hr, group:staff\n",
+    )
+    code, out = await asyncio.to_thread(invoke, "import", str(bad))
+    assert code == 1 and "line 3: the group is empty" in out, out
+    assert await asyncio.to_thread(invoke, "show", "carol") == (0, "carol: (no groups)\n")  # nothing written
+    (tmp_path / "less.csv").write_text("user,group\nalice@corp.example,staff\n")
+    assert (await asyncio.to_thread(invoke, "import", str(tmp_path / "less.csv"), "--replace"))[0] == 0
+    assert await asyncio.to_thread(invoke, "show", "alice@corp.example") == (0, "alice@corp.example: group:staff\n")

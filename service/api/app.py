@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from hopsearch.service.api.dify import routes as dify
 from hopsearch.service.api.es import ask, keys, routes, ui
 from hopsearch.service.api.mcp import tools as mcp_tools
 from hopsearch.service.api.middleware.fast_retrieve import FastRetrieve
@@ -28,11 +29,11 @@ from hopsearch.service.api.proxy import front
 from hopsearch.service.api.responses import (
     OrjsonResponse,
     error_body,
-    error_response,
+    error_renderer,
+    is_dify,
     is_openai,
     limit_message,
     openai_error,
-    openai_error_response,
     retry_headers,
 )
 from hopsearch.service.api.searchr1 import routes as searchr1
@@ -57,6 +58,14 @@ ERROR_STATUSES = {
     "502": "Elasticsearch or the LLM failed",
     "503": "Elasticsearch or the LLM unreachable",
     "504": "Deadline passed",
+}
+
+#: Dify's error shape on ``/retrieval`` (:func:`~hopsearch.service.api.responses.dify_error_response`).
+DIFY_ERROR_ENVELOPE = {
+    "type": "object",
+    "title": "DifyErrorEnvelope",
+    "properties": {"error_code": {"type": "integer"}, "error_msg": {"type": "string"}},
+    "required": ["error_code", "error_msg"],
 }
 
 
@@ -97,6 +106,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes.router)
     app.include_router(ask.router)
     app.include_router(searchr1.router)
+    app.include_router(dify.router)
     app.include_router(openai_chat.router)
     app.include_router(ui.router)
     app.include_router(keys.router)
@@ -144,9 +154,8 @@ def app_from_settings() -> FastAPI:
 
 def _install_handlers(app: FastAPI, state: ApiState) -> None:
     def render(request: Request, error: HopsearchError, headers: Mapping[str, str] | None = None) -> Response:
-        """Elasticsearch's error shape; OpenAI's under ``/v1``."""
-        openai = is_openai(request.url.path)
-        return (openai_error_response if openai else error_response)(error, state.redact, headers)
+        """Elasticsearch's error shape; OpenAI's under ``/v1``; Dify's on ``/retrieval``."""
+        return error_renderer(request.url.path)(error, state.redact, headers)
 
     async def hopsearch_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HopsearchError)
@@ -177,6 +186,8 @@ def _install_handlers(app: FastAPI, state: ApiState) -> None:
             error = MethodNotAllowed(f"incorrect HTTP method for {where}, allowed: [{allow}]")
             return render(request, error, {"Allow": allow} if allow else None)
         reason = state.redact(str(exc.detail))
+        if is_dify(request.url.path):
+            return OrjsonResponse({"error_code": exc.status_code, "error_msg": reason}, status_code=exc.status_code)
         if is_openai(request.url.path):
             body = openai_error(reason, exc.status_code, "http_exception")
         else:
@@ -212,8 +223,9 @@ def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
         "ApiKey": {"type": "apiKey", "in": "header", "name": "Authorization", "description": "`ApiKey <key>`"},
         "Bearer": {"type": "http", "scheme": "bearer"},
     }
+    schemas["DifyErrorEnvelope"] = DIFY_ERROR_ENVELOPE
     for path, operations in doc.get("paths", {}).items():
-        name = "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
+        name = "DifyErrorEnvelope" if is_dify(path) else "OpenAIErrorEnvelope" if is_openai(path) else "ErrorEnvelope"
         ref = {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})

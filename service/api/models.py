@@ -294,6 +294,13 @@ class KeyCreateRequest(_Request):
         None, min_length=1, max_length=128, description="Its id: tokens name kid `<name>/<id>` (default: the name)."
     )
     namespace: str | None = Field(None, min_length=1, max_length=256)
+    user_header: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="A header naming each request's end user (a chat front end's key): its secret is every "
+        "one of its users' credential.",
+    )
 
 
 class PublicKeyAddRequest(_Request):
@@ -328,6 +335,7 @@ class KeyResponse(BaseModel):
     limits: KeyLimitsModel
     token_keys: list[TokenKeyModel]
     namespace: str | None
+    user_header: str | None = None
 
 
 class KeyListResponse(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -148,3 +148,49 @@ def openai_error_response(
     exc: HopsearchError, redact: Redactor, headers: Mapping[str, str] | None = None
 ) -> OrjsonResponse:
     return OrjsonResponse(openai_error_body(exc, redact), status_code=openai_status(exc), headers=dict(headers or {}))
+
+
+# Dify's External Knowledge API (``POST /retrieval``): ``{"error_code", "error_msg"}``, with the codes of
+# Dify's specification — 1001 no or a malformed ``Authorization`` header (403), 1002 a key that is not
+# accepted or may not search (403), 2001 a knowledge id that is no index the key may read (404) — and, for
+# any other error, its HTTP status as the code (a 429 keeps its ``Retry-After``).
+DIFY_PATH = "/retrieval"
+#: The detail of a refusal of the ``Authorization`` header's format (missing, another scheme).
+CREDENTIAL_FORMAT = {"credential_format": True}
+
+
+def is_dify(path: str) -> bool:
+    """Whether ``path`` is Dify's External Knowledge API's (its errors take Dify's shape)."""
+    return path == DIFY_PATH
+
+
+def dify_code(exc: HopsearchError) -> tuple[int, int]:
+    """Dify's ``error_code`` of ``exc`` and the HTTP status it is answered with."""
+    code = exc.details.get("dify_code")
+    if isinstance(code, int):
+        return code, 404
+    if exc.details.get("credential_format"):
+        return 1001, 403
+    status = status_of(exc)
+    if status in (401, 403):
+        return 1002, 403
+    return status, status
+
+
+def dify_error_response(
+    exc: HopsearchError, redact: Redactor, headers: Mapping[str, str] | None = None
+) -> OrjsonResponse:
+    code, status = dify_code(exc)
+    body = {"error_code": code, "error_msg": redact(str(exc))}
+    return OrjsonResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+#: How an error is rendered: ``(error, redactor, headers)`` → a response.
+ErrorRenderer = Callable[[HopsearchError, Redactor, Mapping[str, str] | None], OrjsonResponse]
+
+
+def error_renderer(path: str) -> ErrorRenderer:
+    """The error shape of ``path``: Dify's on ``/retrieval``, OpenAI's under ``/v1``, else Elasticsearch's."""
+    if is_dify(path):
+        return dify_error_response
+    return openai_error_response if is_openai(path) else error_response

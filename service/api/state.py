@@ -99,12 +99,17 @@ class ApiState:
             self._key_store = KeyStore.of((await self.runtime()).store, self.settings.api_key_cache_s)
         return self._key_store
 
+    async def groups(self) -> EsGroups:
+        """The users' stored groups (``<prefix>-groups``) over the shared runtime's store, made once."""
+        if self._groups is None:
+            self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
+        return self._groups
+
     async def viewer_sessions(self) -> ViewerSessions:
         """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
         settings = self.settings
-        if self._groups is None:
-            self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
-        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s, self._groups, settings)
+        groups = await self.groups()
+        return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s, groups, settings)
 
     async def question_of(self, caller: Caller, index: str, body: AskBody, fields: Fields = HTTP_ASK) -> AskRequest:
         """Build the checked question of an ``_ask`` body over the index a URL (or a chat model's name) names.
@@ -171,9 +176,7 @@ class ApiState:
         """The service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
         JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
         if self._verifier is None:
-            if self._groups is None:
-                self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
-            made = token_verifier(self.settings, await self.key_store(), self._groups)
+            made = token_verifier(self.settings, await self.key_store(), await self.groups())
             assert isinstance(made, JwtVerifier)  # a key lookup is given: back ends' tokens always apply
             self._verifier = made
         return self._verifier

@@ -14,6 +14,8 @@ groups to one user at once lose neither's.
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -79,6 +81,32 @@ def group_principal(group: str) -> str:
         raise InputError(str(exc), source="group") from exc
 
 
+def parse_csv(text: str) -> dict[str, set[str]]:
+    """The groups of each user a CSV names (``hopsearch groups import``): a header line ``user,group``
+    (either order, more columns ignored), then one ``user,group`` pair per line; blank lines skipped. An
+    :class:`InputError` naming the line (from 1, the header's) for a missing column, an empty cell or a
+    name no principal can hold."""
+    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
+    header = [cell.strip().casefold() for cell in next(rows, [])]
+    if "user" not in header or "group" not in header:
+        raise InputError(f"line 1: the header must name the columns user and group (found: {', '.join(header)})")
+    at_user, at_group = header.index("user"), header.index("group")
+    found: dict[str, set[str]] = {}
+    for number, row in enumerate(rows, start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) <= max(at_user, at_group):
+            raise InputError(f"line {number}: {len(row)} columns, the header names {len(header)}")
+        user, group = row[at_user].strip(), row[at_group].strip()
+        if not user or not group:
+            raise InputError(f"line {number}: the {'user' if not user else 'group'} is empty")
+        try:
+            found.setdefault(user_key(user), set()).add(group_principal(group))
+        except InputError as exc:
+            raise InputError(f"line {number}: {exc}") from None
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class UserGroups:
     user: str
@@ -135,6 +163,19 @@ class EsGroups:
         """Take ``groups`` from the user's (its document goes with the last one); returns those left."""
         gone = {group_principal(g) for g in groups}
         return await self._change(user_key(user), lambda held: held - gone)
+
+    async def put(self, user: str, groups: Iterable[str]) -> UserGroups:
+        """Set the user's groups to exactly ``groups`` (none: the user is forgotten)."""
+        wanted = {group_principal(g) for g in groups}
+        return await self._change(user_key(user), lambda _: set(wanted))
+
+    async def import_groups(self, found: dict[str, set[str]], *, replace: bool = False) -> list[UserGroups]:
+        """Each user's groups of a parsed CSV (:func:`parse_csv`) added to those stored (``replace``: set to
+        exactly those)."""
+        done = []
+        for user, groups in sorted(found.items()):
+            done.append(await (self.put(user, groups) if replace else self.add(user, groups)))
+        return done
 
     async def _change(self, key: str, change: Callable[[set[str]], set[str]]) -> UserGroups:
         await self.ensure()

@@ -22,6 +22,7 @@ from typing import Any
 
 from hopsearch.service.access import ACTIONS, Caller, document_principal, owner_id, principal
 from hopsearch.service.auth.records import KeyLimits, KeyLookup, KeyRecord, TokenAlgorithm, TokenKey
+from hopsearch.service.auth.user_header import check_header_name
 from hopsearch.service.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -160,6 +161,7 @@ def record_of(doc: Mapping[str, Any]) -> KeyRecord:
             for t in doc.get("token_keys") or ()
         ),
         namespace=doc.get("namespace"),
+        user_header=doc.get("user_header") or None,
     )
 
 
@@ -175,6 +177,7 @@ def _fields(record: KeyRecord) -> dict[str, Any]:
         "expires": record.expires.isoformat() if record.expires else None,
         "limits": {"concurrent_asks": record.limits.concurrent_asks, "per_minute": record.limits.per_minute},
         "namespace": record.namespace,
+        "user_header": record.user_header,
     }
 
 
@@ -252,6 +255,8 @@ class NewKey:
     #: The public key's id (the ``kid`` of its tokens is ``<name>/<id>``); default: the key's name.
     token_key_id: str | None = None
     namespace: str | None = None
+    #: The header naming each request's end user (a chat front end's key): :mod:`.user_header`.
+    user_header: str | None = None
 
 
 class KeyStore:
@@ -300,6 +305,8 @@ class KeyStore:
         if new.token_public_pem is not None and new.token_algorithm is not None:
             token_keys = (token_key(new.token_key_id or name, new.token_algorithm, new.token_public_pem),)
         actions = check_actions(new.actions) if new.actions else ACTIONS - {"admin"}
+        if new.user_header is not None and new.admin:
+            raise _bad("user_header", "an admin key vouches for no users: a key with a user header is never an admin")
         if "admin" in actions and not new.admin:
             raise _bad("actions", "the admin action is an admin key's: create it with admin (--admin)")
         record = KeyRecord(
@@ -313,6 +320,7 @@ class KeyStore:
             limits=KeyLimits(new.concurrent_asks, new.per_minute),
             token_keys=token_keys,
             namespace=new.namespace or None,
+            user_header=check_header_name(new.user_header) if new.user_header is not None else None,
         )
         await self.ensure_index()
         secret = new_secret()

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from hopsearch.service.access import ACTIONS, Caller, owner_id
+from hopsearch.service.errors import AuthenticationError
 
 #: The algorithms an end-user token may be signed with, pinned per registered public key.
 TokenAlgorithm = Literal["EdDSA", "RS256"]
@@ -53,13 +54,23 @@ class KeyRecord:
     token_keys: tuple[TokenKey, ...] = ()
     #: The outline namespace bound to the key (None: the service's).
     namespace: str | None = None
+    #: The header whose value is each request's end user (:mod:`~hopsearch.service.auth.user_header`);
+    #: None: the key is its own caller.
+    user_header: str | None = None
 
     def usable(self, now: datetime) -> bool:
         return not self.revoked and (self.expires is None or now < self.expires)
 
     def caller(self, *, principals: frozenset[str] | None = None, subject: str | None = None) -> Caller:
         """The caller a request with this key is made by: the key's own principals, or an end user's
-        (already checked to be a subset of the key's) with the token's subject."""
+        (already checked to be a subset of the key's) with the token's subject. A key that vouches for its
+        users by a header is never its own caller: :class:`AuthenticationError` without an end user's
+        principals."""
+        if principals is None and self.user_header is not None:
+            raise AuthenticationError(
+                f"the API key [{self.name}] acts only for the users its header [{self.user_header}] names "
+                "(a chat front end's key): it is not a caller of its own"
+            )
         return Caller(
             principals=self.principals if principals is None else principals,
             admin=self.admin,

@@ -49,6 +49,7 @@ async def create_key(request: Request, body: KeyCreateRequest) -> OrjsonResponse
         token_public_pem=body.token_public_key,
         token_key_id=body.token_key_id,
         namespace=body.namespace,
+        user_header=body.user_header,
     )
     secret, record = await (await state.key_store()).create(new)
     state.metrics.audit("key_created")

@@ -47,16 +47,17 @@ from hopsearch.service.api.json_depth import too_deep
 from hopsearch.service.api.middleware.hosts import loopback_host, loopback_origin, only_one
 from hopsearch.service.api.middleware.viewer import NOBODY, is_code_exchange, viewer_session
 from hopsearch.service.api.responses import (
-    error_response,
+    CREDENTIAL_FORMAT,
+    error_renderer,
     is_openai,
-    openai_error_response,
     openai_status,
     retry_headers,
 )
 from hopsearch.service.api.state import CALLER_KEY, CREDENTIAL_UNTIL_KEY, ApiState, caller_of
 from hopsearch.service.auth.claims import expiry_of
 from hopsearch.service.auth.keys import REFUSED_CREDENTIAL, key_refusal
-from hopsearch.service.auth.records import KeyLimits
+from hopsearch.service.auth.records import KeyLimits, KeyRecord
+from hopsearch.service.auth.user_header import header_user, vouched_caller
 from hopsearch.service.errors import (
     ApiError,
     AuthenticationError,
@@ -81,6 +82,7 @@ _FIRST_ACTIONS = {
     "_outlines": "outlines",
     "_traces": "traces",
     "retrieve": "search",
+    "retrieval": "search",  # Dify's External Knowledge API
     "v1": "ask",  # OpenAI's face: chat completions and the models a key may ask
 }
 _ENDPOINT_ACTIONS = {"_retrieve": "search", "_ask": "ask"}
@@ -168,11 +170,11 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
         why = "missing authentication credentials for REST request"
         if str(scope.get("path", "")).startswith("/_ui/"):
             why += "; a browser opens the viewer through a one-time URL: `hopsearch traces show ID --open`"
-        raise refused(state, "auth_missing", AuthenticationError(why))
+        raise refused(state, "auth_missing", AuthenticationError(why, details=dict(CREDENTIAL_FORMAT)))
     found = _credential(header)
     if found is None:
         why = "unsupported authentication scheme (use `ApiKey <key>` or `Bearer <key>`)"
-        raise refused(state, "auth_scheme", AuthenticationError(why))
+        raise refused(state, "auth_scheme", AuthenticationError(why, details=dict(CREDENTIAL_FORMAT)))
     scheme, token = found
     accepted = False
     for key in state.keys:
@@ -195,9 +197,24 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
     if refusal is not None:
         raise refused(state, *refusal)
     assert record is not None
-    caller = record.caller()
+    caller = await _key_caller(state, record, raw_headers if isinstance(raw_headers, list) else [])
     _count(state, caller, record.limits)
     return caller
+
+
+async def _key_caller(state: ApiState, record: KeyRecord, headers: Sequence[tuple[bytes, bytes]]) -> Caller:
+    """The caller a stored key makes: the key itself, or, on a key that vouches for its users by a header
+    (:mod:`~hopsearch.service.auth.user_header`), the user that header names (refused without it); the
+    header is read on no other key."""
+    if record.user_header is None:
+        return record.caller()
+    try:
+        user = header_user(record, headers)
+    except AuthenticationError as exc:
+        raise refused(state, "user_header_missing", exc) from None
+    except RequestInvalid as exc:
+        raise refused(state, "user_header_refused", exc) from None
+    return vouched_caller(record, user, await (await state.groups()).groups_of(user))
 
 
 def _count(state: ApiState, caller: Caller, limits: KeyLimits | None) -> None:
@@ -275,7 +292,7 @@ class Gate:
                 unauthenticated = (openai_status(refusal) if openai else refusal.status) == 401
                 headers = {"WWW-Authenticate": 'ApiKey, Bearer realm="hopsearch"'} if unauthenticated else None
                 headers = retry_headers(refusal, self.state.settings) or headers
-                render = openai_error_response if openai else error_response
+                render = error_renderer(scope["path"])
                 await render(refusal, self.state.redact, headers)(scope, receive, send_status)
                 return
             await self.app(scope, receive, send_status)

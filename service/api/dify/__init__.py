@@ -1,0 +1,1 @@
+"""Dify's External Knowledge API (``POST /retrieval``): :mod:`.routes`."""
