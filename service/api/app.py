@@ -70,7 +70,7 @@ DIFY_ERROR_ENVELOPE = {
 
 
 def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
-    """The app over ``settings``; a given ``runtime`` is used (and not closed) instead of opening one."""
+    """Return the app over ``settings``; a given ``runtime`` is used (and not closed) instead of opening one."""
     state = ApiState(settings, runtime)
     tools = mcp_tools.build_server(state)
     mcp_app = tools.streamable_http_app(
@@ -147,7 +147,7 @@ async def _say_whether_open(state: ApiState) -> None:
 
 
 def app_from_settings() -> FastAPI:
-    """The app over the settings of the environment: the factory each ``hopsearch serve --workers N``
+    """Return the app over the settings of the environment: the factory each ``hopsearch serve --workers N``
     process builds its own app with (nothing is shared between them but Elasticsearch)."""
     return create_app(load_settings())
 

@@ -50,7 +50,7 @@ class _Frame:
 
 
 def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH, where: str = "body") -> RequestInvalid | None:
-    """The 400 for a body nesting arrays or objects deeper than ``limit``, naming the first such
+    """Return the 400 for a body nesting arrays or objects deeper than ``limit``, naming the first such
     value (``body.filters.0.and.0…``); None for any other body (invalid JSON is the parser's to refuse)."""
     if body.count(b"[") + body.count(b"{") <= limit:  # cannot nest deeper than its brackets: no scan
         return None

@@ -56,7 +56,7 @@ class Accounts:
 
 
 def accounts_of(caller: Caller, user_limits: KeyLimits) -> Accounts:
-    """The accounts of ``caller``, keyed by its owner, never by the credential it came with: a key used
+    """Return the accounts of ``caller``, keyed by its owner, never by the credential it came with: a key used
     directly counts as the key; a user the key vouches for (a token the key signed, or any other way a key
     names its user) as the key and as the user (no limits of its own, a fair share of the key's); a user
     no key vouches for (the IdP's) as the user, with ``user_limits`` (``idp_per_minute``,
@@ -74,7 +74,7 @@ NOWHERE = Accounts()
 
 
 def _who(account: str) -> str:
-    """An account as a refusal names it (a key's name has no ``:``, an owner always has one)."""
+    """Return an account as a refusal names it (a key's name has no ``:``, an owner always has one)."""
     return f"user [{account}]" if ":" in account else f"key [{account}]"
 
 
@@ -98,7 +98,7 @@ class KeyLimiter:
         return self._limits.get(key, KeyLimits()) if key is not None else KeyLimits()
 
     def count(self, accounts: Accounts, key_limits: KeyLimits | None = None, count: int = 1) -> None:
-        """Counts ``count`` requests in each of the caller's accounts: the user's, then the key's
+        """Count ``count`` requests in each of the caller's accounts: the user's, then the key's
         (``key_limits``; None: those it was last counted with); 429 from the first that is full."""
         if accounts.user is not None:
             self.request(accounts.user, accounts.user_limits, count)
@@ -106,7 +106,7 @@ class KeyLimiter:
             self.request(accounts.key, key_limits if key_limits is not None else self.limits(accounts.key), count)
 
     def request(self, key: str, limits: KeyLimits, count: int = 1) -> None:
-        """Counts ``count`` requests of the account ``key`` (a ``/retrieve`` batch counts each query); 429
+        """Count ``count`` requests of the account ``key`` (a ``/retrieve`` batch counts each query); 429
         where they would pass its ``per_minute`` requests of the last minute (none of them is counted then)."""
         now = self._clock()
         if len(self._limits) >= MAX_KEYS and key not in self._limits:
@@ -149,7 +149,7 @@ class KeyLimiter:
             self._windows.pop(key, None)
 
     def queries(self, accounts: Accounts, count: int) -> None:
-        """Counts the queries of a batch beyond the one request the gate counted (``count`` - 1) in the
+        """Count the queries of a batch beyond the one request the gate counted (``count`` - 1) in the
         caller's accounts; a batch of more queries than an account may make in a minute is refused as such
         (no wait would let it through)."""
         if count <= 1:
@@ -207,7 +207,7 @@ class KeyLimiter:
 
 
 def fair_share(slots: int) -> int:
-    """The questions one account may have in flight of ``slots`` (the service's, or a key's for its
+    """Return the questions one account may have in flight of ``slots`` (the service's, or a key's for its
     users): half, rounded up, so one key (or one user) never holds every slot (``api_max_concurrent_asks``
     8: 4; 1: 1)."""
     return max(1, math.ceil(slots / 2))
@@ -255,7 +255,7 @@ class SharedWindows:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _slot(self, digest: bytes) -> tuple[int, float]:
-        """The offset of ``digest``'s slot (its own, a free one, or the last probed) and its stored time."""
+        """Return the offset of ``digest``'s slot (its own, a free one, or the last probed) and its stored time."""
         start = int.from_bytes(digest[:4], "little") % SLOTS
         offset = start * _SLOT.size
         for step in range(_PROBES):

@@ -67,7 +67,7 @@ def limit_message(settings: Settings, name: str) -> str:
 
 
 def status_of(exc: HopsearchError) -> int:
-    """The HTTP status of an error; a store error Elasticsearch itself refused as a bad request
+    """Return the HTTP status of an error; a store error Elasticsearch itself refused as a bad request
     (say, a filter value of the wrong type) keeps Elasticsearch's 4xx instead of becoming a 502."""
     if isinstance(exc, StoreError) and exc.status >= 500:
         upstream = exc.details.get("status")
@@ -118,7 +118,7 @@ def is_openai(path: str) -> bool:
 
 
 def openai_status(exc: HopsearchError) -> int:
-    """The status of ``exc`` on OpenAI's face: a refused credential is a 401 (OpenAI's invalid key)."""
+    """Return the status of ``exc`` on OpenAI's face: a refused credential is a 401 (OpenAI's invalid key)."""
     return 401 if exc.details.get("credential") else status_of(exc)
 
 
@@ -190,7 +190,7 @@ ErrorRenderer = Callable[[HopsearchError, Redactor, Mapping[str, str] | None], O
 
 
 def error_renderer(path: str) -> ErrorRenderer:
-    """The error shape of ``path``: Dify's on ``/retrieval``, OpenAI's under ``/v1``, else Elasticsearch's."""
+    """Return the error shape of ``path``: Dify's on ``/retrieval``, OpenAI's under ``/v1``, else Elasticsearch's."""
     if is_dify(path):
         return dify_error_response
     return openai_error_response if is_openai(path) else error_response

@@ -45,7 +45,7 @@ def retrieve_envelope(result: SearchResult, took: int, render: Callable[[Hit], d
 
 
 async def run_retrieve(state: ApiState, caller: Caller, index: str, body: RetrieveRequest) -> dict[str, Any]:
-    """The body of a ``_retrieve`` answer (this route's, and :mod:`.fast_retrieve`'s for well-formed
+    """Return the body of a ``_retrieve`` answer (this route's, and :mod:`.fast_retrieve`'s for well-formed
     requests)."""
     started = time.perf_counter()
     runtime = await state.runtime()

@@ -77,7 +77,7 @@ class ApiState:
         self._lock = asyncio.Lock()
 
     async def runtime(self) -> Runtime:
-        """The shared runtime; opened on first use (Elasticsearch may come up after the service)."""
+        """Return the shared runtime; opened on first use (Elasticsearch may come up after the service)."""
         if self._runtime is not None:
             return self._runtime
         async with self._lock:
@@ -94,19 +94,19 @@ class ApiState:
         return self._stopping
 
     async def key_store(self) -> KeyStore:
-        """The stored API keys (``<prefix>-keys``) over the shared runtime's store."""
+        """Return the stored API keys (``<prefix>-keys``) over the shared runtime's store."""
         if self._key_store is None:
             self._key_store = KeyStore.of((await self.runtime()).store, self.settings.api_key_cache_s)
         return self._key_store
 
     async def groups(self) -> EsGroups:
-        """The users' stored groups (``<prefix>-groups``) over the shared runtime's store, made once."""
+        """Return the users' stored groups (``<prefix>-groups``) over the shared runtime's store, made once."""
         if self._groups is None:
             self._groups = EsGroups((await self.runtime()).store, cache_s=self.settings.groups_cache_s)
         return self._groups
 
     async def viewer_sessions(self) -> ViewerSessions:
-        """The trace viewer's one-time codes and cookie sessions, over the stored keys."""
+        """Return the trace viewer's one-time codes and cookie sessions, over the stored keys."""
         settings = self.settings
         groups = await self.groups()
         return ViewerSessions(await self.key_store(), settings.ui_code_s, settings.ui_session_s, groups, settings)
@@ -141,7 +141,7 @@ class ApiState:
         return accounts_of(caller, self.user_limits)
 
     def admit_question(self, caller: Caller | None = None) -> AskSlot:
-        """A slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the limit of
+        """Return a slot for one question: 429 at the service's ``api_max_concurrent_asks``, or at the limit of
         questions in flight of one of the caller's accounts (:meth:`accounts`): its key's own or its fair
         share of the service's (half, :func:`fair_share`), its user's own or fair share (of the key's, or of
         the service's for a user no key vouches for)."""
@@ -163,7 +163,7 @@ class ApiState:
     async def answer(
         self, request: AskRequest, *, slot: AskSlot | None = None, on_step: StepListener | None = None
     ) -> Answer:
-        """The ask use case in an admitted slot (``slot``, or one admitted here), counted in the metrics."""
+        """Run the ask use case in an admitted slot (``slot``, or one admitted here), counted in the metrics."""
         slot = slot or self.admit_question(request.scope.caller)
         try:
             answer = await usecases.ask(await self.runtime(), request, on_step=on_step)
@@ -173,7 +173,7 @@ class ApiState:
         return answer
 
     async def token_verifier(self) -> JwtVerifier:
-        """The service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
+        """Return the service's token verifier over the stored keys and groups, made on first use (it reads the IdP's
         JWKS file, and the keys and groups live in Elasticsearch, which may come up after the service)."""
         if self._verifier is None:
             made = token_verifier(self.settings, await self.key_store(), await self.groups())

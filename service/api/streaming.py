@@ -52,7 +52,7 @@ STOPPING = Failure.of(ServiceStopping("the service is stopping; the question was
 async def run_events(
     state: ApiState, slot: AskSlot, question: AskRequest, heartbeat: float
 ) -> AsyncGenerator[StreamEvent]:
-    """The events of ``question``'s run (see the module docstring); the last is an answer or a failure."""
+    """Yield the events of ``question``'s run (see the module docstring); the last is an answer or a failure."""
     queue: asyncio.Queue[Step] = asyncio.Queue()
     task = asyncio.create_task(state.answer(question, slot=slot, on_step=queue.put_nowait))
     stopping = asyncio.ensure_future(state.stopping().wait())
@@ -97,7 +97,7 @@ STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 async def answer_in_slot(request: Request, state: ApiState, slot: AskSlot, question: AskRequest) -> Answer:
-    """The answer of an admitted question; the slot is released however it ends (a client that goes away
+    """Return the answer of an admitted question; the slot is released however it ends (a client that goes away
     cancels the work: :class:`ClientGone`)."""
     try:
         return await _unless_disconnected(request, state, state.answer(question, slot=slot))
@@ -134,7 +134,7 @@ async def _disconnected(request: Request) -> None:
 
 
 async def until_stopped(state: ApiState, work: Coroutine[Any, Any, Answer]) -> Answer:
-    """The answer of ``work``, unless the service stops first: then it is cancelled and
+    """Return the answer of ``work``, unless the service stops first: then it is cancelled and
     :class:`ServiceStopping` raised (the MCP ``ask`` tool, whose answer is one JSON body)."""
     task = asyncio.ensure_future(work)
     stopping = asyncio.ensure_future(state.stopping().wait())

@@ -22,7 +22,7 @@ _REFUSED = ("contains", "not contains", "start with", "end with")
 
 
 def field_of(name: str) -> str:
-    """The passage field a condition's ``name`` filters on."""
+    """Return the passage field a condition's ``name`` filters on."""
     return name if name in FIELDS or name.startswith("metadata.") else f"metadata.{name}"
 
 
@@ -55,7 +55,7 @@ def condition_filter(condition: Any, where: str) -> dict[str, Any]:
 
 
 def dify_filters(metadata_condition: Any) -> list[dict[str, Any]]:
-    """The filters of a request's ``metadata_condition`` (None: none)."""
+    """Return the filters of a request's ``metadata_condition`` (None: none)."""
     if metadata_condition is None or not metadata_condition.conditions:
         return []
     where = "body.metadata_condition.conditions"

@@ -88,7 +88,7 @@ class DifyRetrievalResponse(BaseModel):
 
 
 def unknown_knowledge(knowledge_id: str) -> NotFound:
-    """The one answer for a knowledge id that does not exist and for one the key may not read."""
+    """Return the one answer for a knowledge id that does not exist and for one the key may not read."""
     why = f"the knowledge [{knowledge_id}] does not exist (or this key may not read it)"
     return NotFound(why, details={"dify_code": UNKNOWN_KNOWLEDGE})
 
@@ -103,7 +103,7 @@ def normalised(result: SearchResult) -> list[float]:
 
 
 def records(result: SearchResult, index: str, fields: FieldMap, shown: Any, threshold: float) -> list[dict[str, Any]]:
-    """The records of ``result``, as the caller is shown each hit (``shown``: the service's hit sources)."""
+    """Return the records of ``result``, as the caller is shown each hit (``shown``: the service's hit sources)."""
     out = []
     for hit, score in zip(result.hits, normalised(result), strict=True):
         if score < threshold:

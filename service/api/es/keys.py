@@ -34,7 +34,7 @@ async def list_keys(request: Request) -> OrjsonResponse:
 
 @router.post("/_keys", response_model=None, status_code=201, responses={201: {"model": KeyCreatedResponse}})
 async def create_key(request: Request, body: KeyCreateRequest) -> OrjsonResponse:
-    """A new key; its secret is in ``key``, shown this once."""
+    """Return a new key; its secret is in ``key``, shown this once."""
     state = state_of(request)
     new = NewKey(
         name=body.name,
@@ -70,7 +70,7 @@ KeyName = Annotated[str, Path(min_length=1, max_length=128)]
 
 @router.post("/_keys/{name}/public_keys", response_model=None, responses={200: {"model": KeyResponse}})
 async def add_public_key(request: Request, name: KeyName, body: PublicKeyAddRequest) -> OrjsonResponse:
-    """Registers one more public key with the key: its tokens and those of the key's other public keys are
+    """Register one more public key with the key: its tokens and those of the key's other public keys are
     all accepted, each naming its own ``kid`` (a rotation's overlap)."""
     state = state_of(request)
     store = await state.key_store()
@@ -83,7 +83,7 @@ async def add_public_key(request: Request, name: KeyName, body: PublicKeyAddRequ
 async def remove_public_key(
     request: Request, name: KeyName, key_id: Annotated[str, Path(min_length=1, max_length=128)]
 ) -> OrjsonResponse:
-    """Removes a public key from the key: tokens naming it are refused from then on."""
+    """Remove a public key from the key: tokens naming it are refused from then on."""
     state = state_of(request)
     record = await (await state.key_store()).remove_token_key(name, key_id)
     state.metrics.audit("token_key_removed")

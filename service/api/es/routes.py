@@ -89,7 +89,7 @@ async def get_outline(
     entity: Annotated[str, Path(min_length=1, max_length=512)],
     namespace: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
 ) -> OrjsonResponse:
-    """The knowledge outline of an entity (by key, name or alias), the most recently updated first: only the
+    """Return the knowledge outline of an entity (by key, name or alias), the most recently updated first: only the
     facts and aliases the caller may use (every passage they were derived from readable now), in the
     caller's key's namespace (admins: any, or the one named)."""
     state = state_of(request)

@@ -120,7 +120,7 @@ def render_list(rows: Sequence[Mapping[str, Any]], index: str) -> str:
 
 @router.post("/_traces/{trace_id}/_open", response_model=None, responses={201: {"model": ViewerUrl}})
 async def open_url(request: Request, trace_id: Annotated[str, Path(min_length=1, max_length=128)]) -> OrjsonResponse:
-    """A one-time URL of the viewer's page of a trace the caller may read (its own; an admin: any; another's
+    """Return a one-time URL of the viewer's page of a trace the caller may read (its own; an admin: any; another's
     is not found). Opened in a browser within ``ui_code_s`` seconds (and before the end-user token it was
     minted with expires), once and confirmed there, it gives that browser the viewer's cookie, reading as the
     caller (and only while its credential is usable), and shows the page."""
@@ -153,13 +153,13 @@ def _who(caller: Caller) -> str:
 
 
 def _csrf(pre_session: str, code: str) -> str:
-    """The confirmation form's token: bound to the browser's pre-session cookie and to the code."""
+    """Return the confirmation form's token: bound to the browser's pre-session cookie and to the code."""
     return hash_secret(f"{pre_session}:{code}")
 
 
 @router.get("/_ui/open/{code}", include_in_schema=False)
 async def open_code(request: Request, code: Annotated[str, Path(min_length=1, max_length=128)]) -> Response:
-    """A one-time code's confirmation page (no credentials: the code is one). Login CSRF is why it is a page
+    """Return a one-time code's confirmation page (no credentials: the code is one). Login CSRF is why it is a page
     and not the exchange itself: were a GET to exchange the code, a link someone else minted (a mail, an
     ``<img>`` on another site) would sign the browser in as *them*, and what the user then reads or
     trusts would be theirs. So the GET uses nothing up: it says whom the link signs in as and sets a
@@ -192,7 +192,7 @@ async def open_code(request: Request, code: Annotated[str, Path(min_length=1, ma
 
 @router.post("/_ui/open/{code}", include_in_schema=False)
 async def exchange_code(request: Request, code: Annotated[str, Path(min_length=1, max_length=128)]) -> Response:
-    """The confirmed exchange (see :func:`open_code`): with the pre-session cookie the confirmation page set
+    """Make the confirmed exchange (see :func:`open_code`): with the pre-session cookie the confirmation page set
     and its token, and no other site's ``Origin``, the code is used up, the browser gets the viewer's cookie
     for the code's caller (HttpOnly, SameSite=Strict, ``ui_session_s`` or until the credential it was minted
     from ends; Secure over HTTPS) and is sent on to the trace's page (303). Anything else: 403, the code

@@ -29,7 +29,7 @@ ADMIN_NOTE = (
 
 
 async def key_caller(state: ApiState, secret: str) -> Caller:
-    """The caller ``secret`` makes, as the HTTP gate decides it: a flat ``HOPSEARCH_API_KEYS`` key is an admin,
+    """Return the caller ``secret`` makes, as the HTTP gate decides it: a flat ``HOPSEARCH_API_KEYS`` key is an admin,
     a stored key its own caller, counted against its requests per minute; an unknown, revoked or expired key
     raises its refusal (recorded as the gate records it)."""
     given = secret.strip().encode("utf-8")
@@ -59,7 +59,7 @@ def stdio_caller(state: ApiState) -> StdioCaller | None:
 
 
 def acting_note(caller: Caller) -> str:
-    """What ``hopsearch mcp`` says on stderr about the key it acts as."""
+    """Return what ``hopsearch mcp`` says on stderr about the key it acts as."""
     if caller.admin:
         return "hopsearch mcp acts as an admin (HOPSEARCH_MCP_KEY is an admin key): its tools read everything"
     return (

@@ -75,7 +75,7 @@ async def _guarded(
 
 
 def _quiet_server() -> MCPServer:
-    """The SDK's server, without its logging set-up: its constructor calls ``logging.basicConfig`` (a rich
+    """Return the SDK's server, without its logging set-up: its constructor calls ``logging.basicConfig`` (a rich
     handler at INFO on the root logger) wherever the process has not configured logging yet — a worker
     of ``hopsearch serve --workers``, an app built by another program — and then every Elasticsearch
     request is logged, costing more CPU than the rest of a ``_retrieve``. Logging stays the host's."""
@@ -284,7 +284,7 @@ def _add_trace(server: MCPServer, state: ApiState, stdio: StdioCaller | None) ->
 
 
 def build_server(state: ApiState, stdio: StdioCaller | None = None) -> MCPServer:
-    """The MCP server whose tools call the runtime of ``state``: one step per tool it registers. Over HTTP each
+    """Return the MCP server whose tools call the runtime of ``state``: one step per tool it registers. Over HTTP each
     call acts as its request's caller; otherwise as ``stdio``'s (an admin without one)."""
     server = _quiet_server()
     _add_search(server, state, stdio)

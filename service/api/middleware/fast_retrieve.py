@@ -36,7 +36,7 @@ MAX_INDEX = 255
 
 
 def _json_type(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    """The body is declared ``application/json`` (parameters such as ``charset`` allowed)."""
+    """Tell whether the body is declared ``application/json`` (parameters such as ``charset`` allowed)."""
     for name, value in headers:
         if name == b"content-type":
             return value.split(b";", 1)[0].strip().lower() == b"application/json"
@@ -44,7 +44,7 @@ def _json_type(headers: Sequence[tuple[bytes, bytes]]) -> bool:
 
 
 def _replay(messages: list[Message], failure: BaseException | None, receive: Receive) -> Receive:
-    """A ``receive`` that gives the messages already read again (and the error that stopped the
+    """Return a ``receive`` that gives the messages already read again (and the error that stopped the
     reading, where one did), then the connection's own."""
     pending = list(messages)
 
@@ -102,7 +102,7 @@ class FastRetrieve:
 
     @staticmethod
     def _parse(body: bytes) -> RetrieveRequest | None:
-        """The request, or None where the route must answer (and explain) instead."""
+        """Return the request, or None where the route must answer (and explain) instead."""
         if not body:
             return None
         try:

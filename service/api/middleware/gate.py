@@ -89,7 +89,7 @@ _ENDPOINT_ACTIONS = {"_retrieve": "search", "_ask": "ask"}
 
 
 def route_action(path: str) -> str | None:
-    """The action a route needs (``search``, ``ask``, ``outlines``, ``traces``, ``admin``); None for the
+    """Return the action a route needs (``search``, ``ask``, ``outlines``, ``traces``, ``admin``); None for the
     routes any caller may use (``/``, the MCP mount, whose tools check their own)."""
     segments = [s for s in path.split("/") if s]
     if not segments:
@@ -159,7 +159,7 @@ def _credential(header: bytes) -> tuple[bytes, bytes] | None:
 
 
 async def authenticate(state: ApiState, scope: Mapping[str, object], header: bytes | None) -> Caller | None:
-    """The caller of a request whose ``Authorization`` is ``header``: a stored key's or an end-user
+    """Return the caller of a request whose ``Authorization`` is ``header``: a stored key's or an end-user
     token's; None for an admin (a flat key, or an open loopback service), so a caller already in the scope
     (an embedding program's) stays. Raises the refusal, recorded as an audit event."""
     raw_headers = scope.get("headers")
@@ -203,7 +203,7 @@ async def authenticate(state: ApiState, scope: Mapping[str, object], header: byt
 
 
 async def _key_caller(state: ApiState, record: KeyRecord, headers: Sequence[tuple[bytes, bytes]]) -> Caller:
-    """The caller a stored key makes: the key itself, or, on a key that vouches for its users by a header
+    """Return the caller a stored key makes: the key itself, or, on a key that vouches for its users by a header
     (:mod:`~hopsearch.service.auth.user_header`), the user that header names (refused without it); the
     header is read on no other key."""
     if record.user_header is None:
@@ -241,7 +241,7 @@ def check_action(state: ApiState, caller: Caller, path: str) -> None:
 
 
 def leaf_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-    """The routes themselves, inside included routers (FastAPI wraps each in an object whose match
+    """Return the routes themselves, inside included routers (FastAPI wraps each in an object whose match
     says nothing of the route); a mount stays one route, labelled with its prefix."""
     leaves: list[BaseRoute] = []
     for route in routes:
@@ -251,7 +251,7 @@ def leaf_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
 
 
 def route_template(routes: Sequence[BaseRoute], scope: Scope) -> str:
-    """The template of the route ``scope`` goes to (a refused request never reached the router, and
+    """Return the template of the route ``scope`` goes to (a refused request never reached the router, and
     plain Starlette routes such as the OpenAPI document do not record themselves); else ``unmatched``."""
     partial = None
     for route in routes:
@@ -348,7 +348,7 @@ class Gate:
         return made
 
     async def _read_body(self, receive: Receive) -> tuple[Receive, ApiError | None]:
-        """The body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
+        """Return the body read whole (cut off past the size limit) and checked for depth; a ``receive`` that
         gives its messages again, then the connection's own."""
         limit = self.state.settings.api_max_body_bytes
         wait_s = self.state.settings.api_body_timeout_s

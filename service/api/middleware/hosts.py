@@ -18,7 +18,7 @@ _ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#]*)")
 
 
 def host_of(text: str) -> str | None:
-    """The host a ``Host`` value (``uri-host [":" port]``) names, lower-cased, an IPv6 literal without its
+    """Return the host a ``Host`` value (``uri-host [":" port]``) names, lower-cased, an IPv6 literal without its
     brackets and in its short form; None where the value is not of that form."""
     found = _HOST.fullmatch(text.strip().lower())
     if found is None or (found["port"] and int(found["port"]) > 65535):

@@ -24,7 +24,7 @@ NOBODY = Caller(indices=(), actions=frozenset())
 
 
 def viewer_session(scope: Scope, headers: Mapping[bytes, bytes]) -> str | None:
-    """The viewer's session cookie of a request that may use it (see the module docstring), else None."""
+    """Return the viewer's session cookie of a request that may use it (see the module docstring), else None."""
     if scope["method"] not in ("GET", "HEAD") or b"authorization" in headers:
         return None
     if not _VIEWER_READS.match(scope["path"]):

@@ -72,7 +72,7 @@ class Reply:
 
 @router.get("/v1/models", response_model=None, responses={200: {"model": ModelList}})
 async def list_models(request: Request) -> OrjsonResponse:
-    """The models the caller's key may ask: every strategy over the passages alias and each attached index
+    """Return the models the caller's key may ask: every strategy over the passages alias and each attached index
     its index patterns cover."""
     names = await _models(state_of(request), caller_of(request.scope))
     return OrjsonResponse({"object": "list", "data": [_model(name) for name in names]})
@@ -173,7 +173,7 @@ def _reply(body: ChatRequest, ident: str) -> Reply:
 async def _question(
     state: ApiState, caller: Caller, body: ChatRequest, strategy: str, index: str, conversation: Conversation
 ) -> Question:
-    """The question of a chat, built as ``_ask`` builds its body's: the extension's options, the chat's
+    """Return the question of a chat, built as ``_ask`` builds its body's: the extension's options, the chat's
     token budget over them."""
     options = body.hopsearch or AskOptionsModel.model_validate({})
     tokens = body.budget()[0]
@@ -188,7 +188,7 @@ async def _question(
 
 
 async def cited_passages(state: ApiState, question: Question, answer: Answer) -> list[dict[str, Any]]:
-    """The answer's citations with what ``_retrieve`` shows of their passages (read again through the access
+    """Return the answer's citations with what ``_retrieve`` shows of their passages (read again through the access
     filter, then :func:`~hopsearch.service.retrieval.readers.shown_hits` and the service's hit sources);
     a citation whose passage cannot be read now keeps its title only."""
     if not answer.citations:
@@ -236,7 +236,7 @@ def _extension(answer: Answer, cited: Sequence[dict[str, Any]], reply: Reply) ->
 
 
 def _passage(cited: dict[str, Any]) -> dict[str, Any]:
-    """A cited passage as a ``_retrieve`` hit (its score as the caller's score policy shows it)."""
+    """Return a cited passage as a ``_retrieve`` hit (its score as the caller's score policy shows it)."""
     return {
         "_index": cited["_index"],
         "_id": cited["_id"],
@@ -250,7 +250,7 @@ def _reasoning(answer: Answer) -> str:
 
 
 def _task(body: ChatRequest, reply: Reply, text: str) -> Response:
-    """A front end's auxiliary task: answered without a strategy, an LLM call or a trace."""
+    """Answer a front end's auxiliary task without a strategy, an LLM call or a trace."""
     extension = {"task": True, "trace_id": None, "ignored": list(reply.ignored), "notes": list(reply.notes)}
     headers = {"X-Hopsearch-Task": "answered-without-strategy"}
     if not body.stream:

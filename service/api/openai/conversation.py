@@ -53,7 +53,7 @@ class Conversation:
 
 
 def text_of(content: Any) -> str:
-    """A message's text: a string, or the ``text`` of its content parts (images and audio are not read)."""
+    """Return a message's text: a string, or the ``text`` of its content parts (images and audio are not read)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -75,7 +75,7 @@ def last_user(messages: Sequence[Any]) -> tuple[int, str]:
 
 
 def condense(messages: Sequence[Any], limit: int) -> Conversation:
-    """The question of ``messages`` (objects with ``role`` and ``content``) within ``limit`` characters."""
+    """Return the question of ``messages`` (objects with ``role`` and ``content``) within ``limit`` characters."""
     number, text = last_user(messages)
     question = _one_line(text)
     where = f"messages.{number}.content"
@@ -96,7 +96,7 @@ def condense(messages: Sequence[Any], limit: int) -> Conversation:
 
 
 def _fit(turns: Sequence[str], room: int) -> list[str]:
-    """The most recent ``turns`` that fit ``room`` characters (joined by ``; ``), in their order; the
+    """Return the most recent ``turns`` that fit ``room`` characters (joined by ``; ``), in their order; the
     oldest kept is cut with ``…`` where a part of it still fits."""
     kept: list[str] = []
     for turn in reversed(turns):
@@ -118,7 +118,7 @@ def is_task(message: str) -> bool:
 
 
 def task_reply(message: str) -> str:
-    """The reply to a task: ``{"title", "tags", "follow_ups", "queries"}`` (the title: the first words of the
+    """Return the reply to a task: ``{"title", "tags", "follow_ups", "queries"}`` (the title: the first words of the
     chat history's first user line, where the prompt holds one)."""
     found = _HISTORY_USER.search(message.split("<chat_history>", 1)[-1])
     words = found.group(1).split()[:6] if found else []

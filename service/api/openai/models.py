@@ -59,11 +59,11 @@ class ChatRequest(BaseModel):
         return data
 
     def ignored(self) -> list[str]:
-        """The fields sent that nothing reads."""
+        """Return the fields sent that nothing reads."""
         return sorted(set(self.model_fields_set | set(self.model_extra or {})) - READ - {EXTENSION})
 
     def budget(self) -> tuple[int | None, str]:
-        """The per-generation token budget the chat asks for (None: ``_ask``'s default) and a note where it
+        """Return the per-generation token budget the chat asks for (None: ``_ask``'s default) and a note where it
         is capped."""
         asked = self.max_completion_tokens or self.max_tokens
         if asked is not None and asked > MAX_TOKENS:

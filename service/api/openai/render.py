@@ -47,7 +47,7 @@ def location(source: Mapping[str, Any], url_field: str | None) -> str:
 
 
 def references(cited: Sequence[Mapping[str, Any]]) -> str:
-    """The numbered references block of the content (empty without citations)."""
+    """Return the numbered references block of the content (empty without citations)."""
     lines = []
     for number, cite in enumerate(cited, start=1):
         where = cite.get("location") or ""
@@ -67,7 +67,7 @@ def usage_of(totals: Mapping[str, Any]) -> dict[str, int]:
 def completion(
     ident: str, created: int, model: str, message: Mapping[str, Any], usage: Mapping[str, int], extension: Any
 ) -> dict[str, Any]:
-    """A ``chat.completion`` object."""
+    """Return a ``chat.completion`` object."""
     return {
         "id": ident,
         "object": "chat.completion",
@@ -82,7 +82,7 @@ def completion(
 def chunk(
     ident: str, created: int, model: str, delta: Mapping[str, Any] | None, finish: str | None = None, **extra: Any
 ) -> dict[str, Any]:
-    """A ``chat.completion.chunk`` (no choices where ``delta`` is None: the usage chunk)."""
+    """Return a ``chat.completion.chunk`` (no choices where ``delta`` is None: the usage chunk)."""
     choices = [] if delta is None else [{"index": 0, "delta": dict(delta), "finish_reason": finish, "logprobs": None}]
     head = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
     return head | {"choices": choices} | extra

@@ -160,7 +160,7 @@ def _shape(endpoint: tuple[str, ...], shape: tuple[str, ...]) -> bool:
 
 
 def _check_query(call: ProxiedCall) -> None:
-    """The query string's parameters, decoded as Elasticsearch decodes them (``%XX`` as UTF-8, ``+`` a space)."""
+    """Check the query string's parameters, decoded as Elasticsearch decodes them (``%XX`` as UTF-8, ``+`` a space)."""
     text = call.query.decode("latin-1")
     for pair in text.split("&"):
         if not pair:
@@ -208,7 +208,7 @@ def _json_body(call: ProxiedCall) -> Any:
 
 
 def _json_lines(call: ProxiedCall) -> list[Any]:
-    """An NDJSON body's lines as Elasticsearch splits them (on ``\\n``; an empty line is an empty header)."""
+    """Return an NDJSON body's lines as Elasticsearch splits them (on ``\\n``; an empty line is an empty header)."""
     if not _readable(call):
         raise refusal(call, "an _msearch without a body names no search")
     body = call.body
@@ -263,7 +263,7 @@ def _index_key(key: str) -> bool:
 
 
 def _body_keys(call: ProxiedCall, value: Any, where: str) -> Iterator[Named]:
-    """The value of every key ending in ``index``/``indices`` anywhere in a parsed body (an object under
+    """Return the value of every key ending in ``index``/``indices`` anywhere in a parsed body (an object under
     such a key is walked into, not read as names)."""
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
@@ -279,7 +279,7 @@ def _body_keys(call: ProxiedCall, value: Any, where: str) -> Iterator[Named]:
 
 
 def _expression(call: ProxiedCall, value: Any, where: str) -> tuple[str, ...]:
-    """The parts of an index expression given as a string (comma-separated) or a list of strings."""
+    """Return the parts of an index expression given as a string (comma-separated) or a list of strings."""
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(item, str) for item in items):
         raise refusal(call, f"{where} holds a value that is not a string or a list of strings")

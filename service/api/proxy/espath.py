@@ -112,7 +112,7 @@ def _decode(raw: bytes, shown: str) -> str:
 
 
 def parse_request(method: str, raw_path: bytes) -> EsRequest:
-    """The checked request of ``raw_path`` (the path as the caller sent it, before any decoding; the
+    """Return the checked request of ``raw_path`` (the path as the caller sent it, before any decoding; the
     query string, if still there, is not part of it). Raises :class:`RequestInvalid` (400)."""
     raw = raw_path.split(b"?", 1)[0]
     shown = raw.decode("latin-1")

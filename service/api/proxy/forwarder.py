@@ -128,7 +128,7 @@ def is_key(token: bytes, keys: Sequence[bytes]) -> bool:
 
 
 def bearer_token(header: bytes) -> bytes | None:
-    """The token of an ``ApiKey``/``Bearer`` Authorization header (the schemes hopsearch keys use),
+    """Return the token of an ``ApiKey``/``Bearer`` Authorization header (the schemes hopsearch keys use),
     split on any whitespace as a lenient server would split it."""
     parts = header.split(None, 1)
     return parts[1].strip() if len(parts) == 2 and parts[0].lower() in (b"apikey", b"bearer") else None
@@ -146,7 +146,7 @@ def carries_key(header: bytes, keys: Sequence[bytes]) -> bool:
 def upstream_headers(
     scope: Scope, keys: Sequence[bytes], node_major: int, authenticated_with: bytes | None = None
 ) -> list[tuple[bytes, bytes]]:
-    """The caller's headers as they go to Elasticsearch; ``authenticated_with`` is the ``Authorization``
+    """Return the caller's headers as they go to Elasticsearch; ``authenticated_with`` is the ``Authorization``
     value hopsearch authenticated the request with (None when that was ``X-Hopsearch-Key``, or nothing)."""
     out = []
     for name, value in scope["headers"]:
@@ -274,7 +274,7 @@ class Forwarder:
 
     @staticmethod
     async def _answer(response: httpx.Response, accept_encoding: bytes | None, send: Send) -> None:
-        """The node's answer as it came, or decoded when its encoding is one the caller did not accept."""
+        """Send the node's answer as it came, or decoded when its encoding is one the caller did not accept."""
         encoding = response.headers.get("content-encoding", "").encode("latin-1")
         decode = bool(encoding) and not accepts(accept_encoding, encoding)
         dropped = HOP_BY_HOP | {b"content-encoding", b"content-length"} if decode else HOP_BY_HOP

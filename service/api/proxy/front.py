@@ -62,7 +62,7 @@ RESERVED = frozenset({"_keys", "_groups"})
 
 @router.head("/", response_model=None)
 async def ping(request: Request) -> Response:
-    """The clients' ping: 200 when the service and its cluster answer."""
+    """Answer the clients' ping: 200 when the service and its cluster answer."""
     state: ApiState = request.app.state.api
     runtime = await state.runtime()
     await runtime.store.cluster_health()
@@ -141,9 +141,9 @@ class Front:
         return own
 
     def _own_scope(self, scope: Scope) -> Scope:
-        """A key in ``X-Hopsearch-Key`` is the one the gate checks (``Authorization`` is then ES's); a
-        body sent as ``application/octet-stream`` or untyped (the 7.x async client) is JSON, as the
-        cluster reads it."""
+        """Return ``scope`` as the service reads it: a key in ``X-Hopsearch-Key`` is the one the gate checks
+        (``Authorization`` is then ES's); a body sent as ``application/octet-stream`` or untyped (the 7.x async
+        client) is JSON, as the cluster reads it."""
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         key = next((value for name, value in headers if name == KEY_HEADER), None)
         kind = next((value for name, value in headers if name == b"content-type"), None)
@@ -210,7 +210,7 @@ class Front:
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:
-    """The request's whole body, refused (413) as soon as it passes ``limit`` bytes."""
+    """Return the request's whole body, refused (413) as soon as it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     seen = 0
     while True:

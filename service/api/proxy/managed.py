@@ -83,7 +83,7 @@ class WithAttached:
         self._kept: tuple[float, tuple[str, ...]] | None = None
 
     async def patterns(self, *, fresh: bool = False) -> tuple[str, ...]:
-        """The protected patterns; ``fresh``: the attached list read now (a kept list may lack an index
+        """Return the protected patterns; ``fresh``: the attached list read now (a kept list may lack an index
         attached since, so it may only refuse)."""
         now = time.monotonic()
         if fresh or self._kept is None or now - self._kept[0] >= self.ttl:
