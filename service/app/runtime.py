@@ -84,7 +84,7 @@ class Runtime:
         await self.close()
 
     async def retrieval_mode(self, strategy: str | None = None, index: str | None = None) -> RetrievalMode:
-        """The retrieval mode where a request sets none, over ``index`` (default: the passages alias): the
+        """Return the retrieval mode where a request sets none, over ``index`` (default: the passages alias): the
         ``retrieval_mode`` setting where it is set, else the ``strategy``'s own preference (DualRAG's
         keywords retrieve best with BM25), else the setting's default — each where the index holds this
         embedder's vectors, else ``bm25``."""
@@ -100,7 +100,7 @@ class Runtime:
         return mode if self.retriever.embedder_for(facts.embedder) is not None else "bm25"
 
     def strategy(self, name: str) -> Strategy:
-        """The strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime; it serves any
+        """Return the strategy called ``name`` (one of :data:`STRATEGIES`), built once per runtime; it serves any
         index (each question's request names its scope)."""
         if name not in self._strategies:
             self._strategies[name] = build_strategy(
@@ -140,7 +140,7 @@ class Runtime:
         filters: Sequence[Mapping[str, Any]] = (),
         index: str | None = None,
     ) -> SearchResult:
-        """The top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
+        """Return the top ``k`` passages for ``query`` (BM25, dense or hybrid; ``filters`` are filters of
         :mod:`hopsearch.service.retrieval.filters`), as an admin."""
         request = await usecases.search_request(
             self, [Query(query, k=k, mode=mode)], index=index, caller=ADMIN, filters=filters

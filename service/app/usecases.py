@@ -207,7 +207,7 @@ async def search_request(
     filters: Sequence[Mapping[str, Any]] | None = (),
     fields: Fields = SEARCH_FIELDS,
 ) -> SearchRequest:
-    """The checked request of a search: each query's length and k (``api_max_k``), the filters. A batch
+    """Return the checked request of a search: each query's length and k (``api_max_k``), the filters. A batch
     names its queries' fields ``<text>.<n>``."""
     settings = runtime.settings
     index = await passages_index(runtime, caller, index)
@@ -240,7 +240,7 @@ async def ask(runtime: Runtime, request: AskRequest, *, on_step: StepListener | 
 
 
 async def search(runtime: Runtime, request: SearchRequest) -> list[SearchResult]:
-    """The results of ``request``'s queries, in ONE round trip. A filter Elasticsearch refuses (a value a
+    """Return the results of ``request``'s queries, in ONE round trip. A filter Elasticsearch refuses (a value a
     date field cannot parse) is a 400 naming that filter."""
     try:
         return await runtime.retriever.search_many(request.scope, request.queries)
