@@ -65,7 +65,7 @@ def match_of(
     searched: Sequence[str] = SEARCHED,
     kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
-    """The BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields. Full-width Latin,
+    """Return the BM25 clause over ``searched``; ``ja`` searches a Japanese query's own fields. Full-width Latin,
     digits and signs are searched half-width (``Ｍ－２０４`` as ``M-204``: the analyzers keep them apart)."""
     text, fields = ja if ja is not None else (query.text.translate(_HALF_WIDTH), searched)
     return match_clause(text, boost, fields, kind)
@@ -106,7 +106,7 @@ EXCERPT_CHARS = 400
 
 
 def excerpt_of(field: str) -> dict[str, Any]:
-    """The ``highlight`` that gives a hit's excerpt of ``field``, without tags (plain text for a prompt)."""
+    """Return the ``highlight`` that gives a hit's excerpt of ``field``, without tags (plain text for a prompt)."""
     spec = {"fragment_size": EXCERPT_CHARS, "number_of_fragments": EXCERPT_FRAGMENTS, "no_match_size": EXCERPT_CHARS}
     return {"pre_tags": [""], "post_tags": [""], "fields": {field: spec}}
 
@@ -118,7 +118,7 @@ def knn_clause(
     field: str = VECTOR,
     knn_options: KnnOptions = DEFAULT_KNN,
 ) -> dict[str, Any]:
-    """The kNN search of a query (top-level ``knn``, ``knn`` retriever) over the vector ``field``; ``size``
+    """Return the kNN search of a query (top-level ``knn``, ``knn`` retriever) over the vector ``field``; ``size``
     neighbours, filtered inside the search (``k`` counts after filtering); ``knn_options``: candidates and
     rescoring."""
     knn: dict[str, Any] = {
@@ -173,7 +173,7 @@ def dense_body(
     field: str = VECTOR,
     knn_options: KnnOptions = DEFAULT_KNN,
 ) -> dict[str, Any]:
-    """The dense leg of ``method`` (``knn`` or ``script_score``) over the vector ``field``."""
+    """Return the dense leg of ``method`` (``knn`` or ``script_score``) over the vector ``field``."""
     if method == "knn":
         return knn_body(query, vector, size, field, knn_options)
     return script_score_body(query, vector, size, field)
@@ -219,7 +219,7 @@ def fused_body(
     knn_options: KnnOptions = DEFAULT_KNN,
     kind: Bm25Query = DEFAULT_BM25,
 ) -> dict[str, Any]:
-    """The one-request hybrid body of ``bool`` or ``es_rrf`` fusion (``kind``: the BM25 clause's type)."""
+    """Return the one-request hybrid body of ``bool`` or ``es_rrf`` fusion (``kind``: the BM25 clause's type)."""
     w_bm25, w_dense = query.weights
     if fusion == "es_rrf":
         match = match_of(query, ja, searched=searched, kind=kind)

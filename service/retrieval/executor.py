@@ -63,7 +63,7 @@ class EsRetriever:
         self.synonyms = Synonyms.read(path) if path is not None else None
 
     def embedder_for(self, stored: object) -> Embedder | None:
-        """The query embedder of an index whose vectors carry the embedder id ``stored`` (issue 33): the
+        """Return the query embedder of an index whose vectors carry the embedder id ``stored`` (issue 33): the
         configured embedder, or the one that produced them where this version knows it (an index built
         before the embedder or its precision changed keeps answering until it is rebuilt), else ``None``."""
         if self.embedder is None or not isinstance(stored, str):
@@ -76,15 +76,15 @@ class EsRetriever:
         return self._index_embedders[stored]
 
     def canonical(self, name: str) -> str:
-        """The first term of the ``ja_synonyms`` group ``name`` is in, else ``name``."""
+        """Return the first term of the ``ja_synonyms`` group ``name`` is in, else ``name``."""
         return self.synonyms.canonical(name) if self.synonyms else name
 
     def bind(self, scope: Scope) -> BoundRetriever:
-        """This retriever over ``scope`` alone (what a strategy's run reads through)."""
+        """Return this retriever over ``scope`` alone (what a strategy's run reads through)."""
         return BoundRetriever(self, scope)
 
     async def facts(self, index: str) -> IndexFacts:
-        """What planning needs of ``index``: an attached index's field map, else its ``_meta.hopsearch``."""
+        """Return what planning needs of ``index``: an attached index's field map, else its ``_meta.hopsearch``."""
         attachment = await self.store.attachment(index)
         if attachment is not None:
             attachment = await self.store.with_title_key(attachment)  # a record made before hops: found once
@@ -222,7 +222,7 @@ class EsRetriever:
         return done
 
     async def _hop(self, facts: IndexFacts, results: Sequence[SearchResult]) -> list[SearchResult]:
-        """The second hop of the results whose query asks for one: ONE ``_msearch`` of a title lookup in the
+        """Return the second hop of the results whose query asks for one: ONE ``_msearch`` of a title lookup in the
         index's link key and, where the first hop repeats a document, a mention search (each under its
         query's filters, the scope's included), ranked with the first hop (:mod:`.links`). An index without
         a link key (an attached one without a keyword field of its titles) answers with one hop, and its
@@ -256,7 +256,7 @@ class EsRetriever:
         return out
 
     def _hop_bodies(self, hop: _HopPlan, facts: IndexFacts, key: LinkKey) -> list[tuple[str, dict[str, Any]]]:
-        """The title lookup (where names were found) and the mention search (where asked) of one query."""
+        """Return the title lookup (where names were found) and the mention search (where asked) of one query."""
         query = hop.result.query
         ja = ja_query(query.text, facts.meta, facts.synonyms)
         scored = match_of(query, ja, 1.0, facts.fields.searched, self.config.bm25_query)
@@ -308,7 +308,7 @@ class _HopPlan:
 
 
 def _phrases(found: links.Candidates, facts: IndexFacts) -> tuple[tuple[str, links.Phrase], ...]:
-    """The phrases of a mention search, each with its name (its synonyms' too)."""
+    """Return the phrases of a mention search, each with its name (its synonyms' too)."""
     phrases: list[tuple[str, links.Phrase]] = []
     searched = tuple(facts.fields.searched)
     # the names' own words are the fields' words where the index holds SudachiPy tokens of this recipe
@@ -344,7 +344,7 @@ def _names_placed(
     k: int,
     facts: IndexFacts,
 ) -> tuple[list[Hit], list[Link]]:
-    """The hits of a names lookup placed among ``hits`` (:func:`.namelinks.placed`), with their links."""
+    """Return the hits of a names lookup placed among ``hits`` (:func:`.namelinks.placed`), with their links."""
     found = namelinks.linked_of(plan, raw_hits(response), hits_of(response, facts.fields))
     placed, named = namelinks.placed(hits, found, k)
     kept = {hit.id for hit in placed}
@@ -352,7 +352,7 @@ def _names_placed(
 
 
 def index_kind(facts: IndexFacts, method: DenseMethod) -> str:
-    """What a dense or hybrid result says of the index's vector index: as its ``_meta`` records it, else
+    """Return what a dense or hybrid result says of the index's vector index: as its ``_meta`` records it, else
     ``default`` (kNN over an index made before it was recorded) or ``none`` (exact scores)."""
     recorded = facts.meta.get("vector_index")
     if recorded:

@@ -36,7 +36,7 @@ KINDS = ("term", "terms", "range", "exists", "and", "or", "not")
 
 
 def parse_filters(items: Any, where: str = "filters") -> list[dict[str, Any]]:
-    """Validated Elasticsearch filter clauses for a list of filters (see the module docstring)."""
+    """Return validated Elasticsearch filter clauses for a list of filters (see the module docstring)."""
     if items is None:
         return []
     if isinstance(items, Mapping):  # one filter object is a list of one

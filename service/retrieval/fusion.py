@@ -48,7 +48,7 @@ def rrf_order(
     size: int | None = None,
     weights: Sequence[float] | None = None,
 ) -> list[tuple[T, float]]:
-    """The core of :func:`rrf` over any items named by ``key`` (:class:`Hit` objects, or Elasticsearch's
+    """Return the core of :func:`rrf` over any items named by ``key`` (:class:`Hit` objects, or Elasticsearch's
     raw hits by ``_id``): the first-seen item of each id and its score, best first, cut to ``size``.
     score(d) = Σ wᵢ / (k + rankᵢ(d)), ranks from 1; ties keep first-seen order."""
     scores: dict[str, float] = {}
@@ -69,7 +69,7 @@ def rrf_order(
 
 
 def rrf_groups(groups: Sequence[int], lists: Sequence[Sequence[Hit]], *, size: int | None = None) -> list[list[Hit]]:
-    """``lists`` cut into consecutive groups of the given lengths, each group fused by :func:`rrf`."""
+    """Cut ``lists`` into consecutive groups of the given lengths, each group fused by :func:`rrf`."""
     return [rrf(group, size=size) for group in split(groups, lists)]
 
 
@@ -110,7 +110,7 @@ def licence_of(response: Mapping[str, Any] | None) -> Licence:
 def choose(
     asked: Fusion, info: ServerInfo, dense_method: str, licence: Licence | None, weighted: bool
 ) -> tuple[Fusion, str]:
-    """The fusion that runs for ``asked`` here, and why it differs (empty when it does not)."""
+    """Return the fusion that runs for ``asked`` here, and why it differs (empty when it does not)."""
     if asked in ("rrf", "none"):
         return "rrf", ""
     if asked == "bool":

@@ -64,7 +64,7 @@ def why_refused(kind: str, name: str, value: Any, hidden: Sequence[str], server_
 def refuse_hidden(
     clauses: Sequence[Mapping[str, Any]], *, hidden: Sequence[str], server_paths: bool, where: str
 ) -> None:
-    """A 400 naming the first filter (``<where>.<n>``) that reads a field hits hide (module docstring)."""
+    """Raise a 400 naming the first filter (``<where>.<n>``) that reads a field hits hide (module docstring)."""
     for number, clause in enumerate(clauses):
         for kind, name, value in _leaves(clause):
             why = why_refused(kind, name, value, hidden, server_paths)

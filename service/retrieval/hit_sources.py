@@ -72,7 +72,7 @@ def _value(source: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
 
 
 def mapped(hit: Hit, shown: Mapping[str, Any], fields: FieldMap) -> dict[str, str]:
-    """What hopsearch reads of ``hit`` through ``fields``, limited to what ``shown`` (the hit's ``_source``
+    """Return what hopsearch reads of ``hit`` through ``fields``, limited to what ``shown`` (the hit's ``_source``
     as the caller sees it) holds: ``title`` (the mapped title field), ``text`` (the mapped text field:
     a passage of hopsearch's own, the whole text of an attached document) and ``excerpt`` (what the
     strategies read and cite: the passage itself, or an attached document's best passages by the query,
@@ -103,7 +103,7 @@ class HitSources:
         self.server_paths = settings.api_server_paths
 
     def __call__(self, source: Mapping[str, Any]) -> dict[str, Any]:
-        """The source as shown; the hit's own source itself (not a copy) where nothing is changed in it
+        """Return the source as shown; the hit's own source itself (not a copy) where nothing is changed in it
         (no folder fields, nothing hidden or picked: the common case, ~10 per ``_retrieve``)."""
         if (
             isinstance(source, dict)

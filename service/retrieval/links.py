@@ -74,7 +74,7 @@ def _bare(word: str) -> str:
 
 
 def spans(text: str, max_words: int = MAX_WORDS) -> list[str]:
-    """The candidate names of ``text``: its n-grams that start and end with a capitalised word or a
+    """Return the candidate names of ``text``: its n-grams that start and end with a capitalised word or a
     number, in the order they appear (first occurrence kept) — but not a number alone (a year names no
     paragraph it is about), one letter, nor one word the text also writes in lower case (a common word: "The",
     "Film"). A name's last word loses a possessive ("Karijotas's father" names "Karijotas"); one that ends an
@@ -109,14 +109,14 @@ def name_key(name: str) -> str:
 
 
 def title_keys(title: str) -> tuple[str, ...]:
-    """The keys a title answers to: itself, and itself without a closing disambiguation in brackets."""
+    """Return the keys a title answers to: itself, and itself without a closing disambiguation in brackets."""
     whole = name_key(title)
     bare = name_key(_DISAMBIGUATION.sub("", title))
     return (whole,) if bare == whole or not bare else (whole, bare)
 
 
 def names_of(text: str) -> dict[str, str | None]:
-    """The names of ``text``: Japanese by SudachiPy's nouns, each with its words as the index's SudachiPy
+    """Return the names of ``text``: Japanese by SudachiPy's nouns, each with its words as the index's SudachiPy
     fields hold them; any other by capitalised n-grams (:func:`spans`), searched as written (``None``).
     Nothing is kept across calls (a question is request data)."""
     if detect_lang(text) == "ja":
@@ -132,7 +132,7 @@ def phrase_of(name: str, meta: Mapping[str, Any], searched: tuple[str, ...]) -> 
 
 
 def document_of(hit: Hit) -> str:
-    """The document a passage is a chunk of (``doc_id``: a file, a DPR row, a QA paragraph), else itself."""
+    """Return the document a passage is a chunk of (``doc_id``: a file, a DPR row, a QA paragraph), else itself."""
     return str(hit.source.get("doc_id") or hit.id)
 
 
@@ -158,7 +158,7 @@ class Candidates:
 
 
 def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS, mentions: bool = False) -> Candidates:
-    """The names the question and the hits name, each with what named it, the question first: the hits
+    """Return the names the question and the hits name, each with what named it, the question first: the hits
     the question names (by title) and the first ``namers`` hits; a hit's own title is not a name it gives.
     ``mentions``: also the names of the first ``namers`` hits that the question does not hold."""
     named_by: dict[str, list[str]] = {}
@@ -184,7 +184,7 @@ def candidates(question: str, hits: Sequence[Hit], namers: int = NAMERS, mention
 
 
 def name_clauses(names: Sequence[str], key: LinkKey) -> list[dict[str, Any]]:
-    """The lookups of ``names`` in ``key``: each as a whole title (one ``terms``) and, the first
+    """Return the lookups of ``names`` in ``key``: each as a whole title (one ``terms``) and, the first
     :data:`PREFIXES` names of two words or more, as a title that adds a disambiguation (``Mark Robson (…)``: a
     ``prefix`` each, the costly part of the lookup; one word's would mostly find surname and disambiguation
     pages); lower-cased for a ``lowercase`` key (which holds titles so)."""
@@ -202,7 +202,7 @@ def lookup_body(
     size: int = LOOKUP_SIZE,
     scored_by: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The search of the passages titled by one of ``names``, under the query's filters (its scope), scored
+    """Return the search of the passages titled by one of ``names``, under the query's filters (its scope), scored
     by ``scored_by`` (the query's BM25 clause) where given."""
     titled = {"bool": {"should": name_clauses(names, key), "minimum_should_match": 1}}
     query_body: dict[str, Any] = {"filter": [titled, *filters_of(query)]}
@@ -219,7 +219,7 @@ def mention_body(
     scored_by: Mapping[str, Any] | None = None,
     size: int = MENTION_SIZE,
 ) -> dict[str, Any]:
-    """The search of the passages of documents other than ``elsewhere`` (``doc_id``) whose title or text holds
+    """Return the search of the passages of documents other than ``elsewhere`` (``doc_id``) whose title or text holds
     one of ``phrases`` (each clause named by its phrase's place, so a hit says which it holds: its
     ``matched_queries``), under the query's filters, scored by the phrases (a title's twice) and by
     ``scored_by``."""
@@ -241,7 +241,7 @@ def mention_body(
 
 
 def mentioned_by(raw: Mapping[str, Any], names: Sequence[str]) -> str | None:
-    """The name a mention search's raw hit holds (by its ``matched_queries``): the longest of those it holds,
+    """Return the name a mention search's raw hit holds (by its ``matched_queries``): the longest of those it holds,
     the most particular ("北陸工場" rather than "北陸")."""
     held = [names[int(place)] for place in raw.get("matched_queries") or () if str(place).isdigit()]
     held = [name for name in held if name]
@@ -255,7 +255,7 @@ def ranked(
     k: int,
     mentioned: Sequence[tuple[str, Hit]] = (),
 ) -> tuple[list[Hit], list[Link]]:
-    """The first hop with the linked passages placed by what named them (:mod:`this module's docstring
+    """Return the first hop with the linked passages placed by what named them (:mod:`this module's docstring
     <hopsearch.service.retrieval.links>`), cut to ``k``, and the links that brought a passage in:
     ``linked`` found by titles, ``mentioned`` (each with the name it holds) by mentions."""
     out, links = _titled(first, linked, found)
@@ -265,7 +265,7 @@ def ranked(
 
 
 def _titled(first: Sequence[Hit], linked: Sequence[Hit], found: Candidates) -> tuple[list[Hit], list[Link]]:
-    """The first hop, the passages the question names ahead, each passage followed by those it names."""
+    """Return the first hop, the passages the question names ahead, each passage followed by those it names."""
     keyed: dict[str, list[str]] = {}
     for name in found.named_by:
         keyed.setdefault(name_key(name), []).append(name)

@@ -65,7 +65,7 @@ class NamesPlan:
 
 
 def stored_names(hit: Hit) -> list[str]:
-    """The names a passage holds: its ``names`` field, else (a passage indexed before names) cut now."""
+    """Return the names a passage holds: its ``names`` field, else (a passage indexed before names) cut now."""
     value = hit.source.get(NAMES_FIELD)
     if isinstance(value, list):
         return [str(name) for name in value]
@@ -73,7 +73,7 @@ def stored_names(hit: Hit) -> list[str]:
 
 
 def names_plan(question: str, hits: Sequence[Hit], synonyms: Synonyms | None) -> NamesPlan:
-    """The names of ``question`` and of its top :data:`NAMERS` hits, each hit's own title apart."""
+    """Return the names of ``question`` and of its top :data:`NAMERS` hits, each hit's own title apart."""
     asked = tuple(query_names(question, synonyms))
     held: dict[str, str] = {}
     for hit in hits[:NAMERS]:
@@ -85,7 +85,7 @@ def names_plan(question: str, hits: Sequence[Hit], synonyms: Synonyms | None) ->
 
 
 def title_candidates(plan: NamesPlan) -> Candidates:
-    """The title lookup's names (:func:`~.links.candidates`' shape) from the plan's, not cut again (no
+    """Return the title lookup's names (:func:`~.links.candidates`' shape) from the plan's, not cut again (no
     mention search beside the names lookup: measured, it found nothing more)."""
     named_by: dict[str, tuple[str, ...]] = {name: (QUESTION,) for name in plan.asked}
     for name, namer in plan.held.items():
@@ -101,7 +101,7 @@ def names_body(
     scored_by: Mapping[str, Any] | None = None,
     size: int = NAMES_SIZE,
 ) -> dict[str, Any]:
-    """The passages of documents other than ``elsewhere`` that hold one of the plan's linking names, under
+    """Return the passages of documents other than ``elsewhere`` that hold one of the plan's linking names, under
     the query's filters, scored by ``scored_by`` (the question's BM25) and by each name they share (named
     ``q<n>`` for the question's, ``p<n>`` for the passages', so a hit says which: ``matched_queries``)."""
     should: list[dict[str, Any]] = [dict(scored_by)] if scored_by is not None else []
@@ -153,7 +153,7 @@ def placed(
     placement: Placement | None = None,
     most: int | None = None,
 ) -> tuple[list[Hit], list[Link]]:
-    """The first hop with at most ``most`` linked passages (one a document, none of a document above it)
+    """Return the first hop with at most ``most`` linked passages (one a document, none of a document above it)
     placed as ``placement`` (default :data:`PLACEMENT`) says, never above the top one; cut to ``k``, with
     the links that brought a passage in."""
     placement = placement or PLACEMENT
@@ -189,7 +189,7 @@ def placed(
 
 
 def _pool(first: Sequence[Hit], linked: Sequence[tuple[Link, Hit]], most: int) -> list[tuple[Link, Hit]]:
-    """The linked passages to place: the best of each document the first hop's top ones do not hold."""
+    """Return the linked passages to place: the best of each document the first hop's top ones do not hold."""
     docs = {document_of(hit) for hit in first[:NAMERS]}
     ids = {hit.id for hit in first[:NAMERS]}
     pool: list[tuple[Link, Hit]] = []

@@ -91,7 +91,7 @@ def _either(plain: list[dict[str, Any]], rooted: list[dict[str, Any]], roots: Se
 
 
 async def folder_roots(store: Store, index: str, access: Sequence[Mapping[str, Any]] = ()) -> list[str]:
-    """The folders the documents of ``index`` (those ``access`` lets the caller read) were indexed from."""
+    """Return the folders the documents of ``index`` (those ``access`` lets the caller read) were indexed from."""
     body: dict[str, Any] = {"size": 0, "aggs": {"roots": {"terms": {"field": ROOT_FIELD, "size": MAX_ROOTS}}}}
     if access:
         body["query"] = {"bool": {"filter": [dict(clause) for clause in access]}}
@@ -102,7 +102,7 @@ async def folder_roots(store: Store, index: str, access: Sequence[Mapping[str, A
 async def with_relative_paths(
     store: Store, index: str, queries: Sequence[RetrievalQuery], access: Sequence[Mapping[str, Any]] = ()
 ) -> Sequence[RetrievalQuery]:
-    """``queries`` with their relative ``path`` filters read under the folders of ``index`` (of the passages
+    """Return ``queries`` with their relative ``path`` filters read under the folders of ``index`` (of the passages
     ``access`` lets the caller read); the same queries (no request made) where no filter names a relative
     path."""
     if not any(names_relative_path(query.filters) for query in queries):

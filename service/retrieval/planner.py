@@ -134,7 +134,7 @@ def dense_method(facts: IndexFacts, info: ServerInfo, embedder_id: str | None) -
 
 
 def scoped(queries: Sequence[RetrievalQuery], scope: Scope) -> list[RetrievalQuery]:
-    """The queries with the scope's clauses added to their own filters."""
+    """Return the queries with the scope's clauses added to their own filters."""
     clauses = scope.clauses()
     if not clauses:
         return list(queries)
@@ -188,7 +188,7 @@ def plan(
     knn: KnnOptions = DEFAULT_KNN,
     bm25: Bm25Query = DEFAULT_BM25,
 ) -> Plan:
-    """The plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
+    """Return the plan of ``queries`` (already :func:`scoped`) over ``facts.index``: ``vectors`` holds the query
     vector of each dense or hybrid query by position, ``method`` how dense scores are computed, ``knn`` how
     the index's kNN searches run (:func:`~hopsearch.service.store.vector_index.knn_options`), ``bm25`` the
     ``multi_match`` type of the BM25 clauses."""
@@ -238,7 +238,7 @@ def _bodies(
     knn: KnnOptions = DEFAULT_KNN,
     kind: Bm25Query = DEFAULT_BM25,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The searches of one query, by leg."""
+    """Return the searches of one query, by leg."""
     searched, field, excerpt = facts.fields.searched, facts.vector, facts.excerpt
 
     def bm25(n: int, source: Source) -> tuple[str, dict[str, Any]]:

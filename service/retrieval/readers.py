@@ -49,7 +49,7 @@ def shown_hits(scope: Scope, hits: Sequence[Hit]) -> list[Hit]:
 
 
 def shown(scope: Scope, result: SearchResult) -> SearchResult:
-    """A result (its hits and fusion legs) as ``scope``'s caller sees it."""
+    """Return a result (its hits and fusion legs) as ``scope``'s caller sees it."""
     if scope.caller.admin:
         return result
     legs = {name: tuple(shown_hits(scope, hits)) for name, hits in result.legs.items()}
@@ -57,7 +57,7 @@ def shown(scope: Scope, result: SearchResult) -> SearchResult:
 
 
 def by_id_body(ids: Sequence[str], scope: Scope, fields: Sequence[str]) -> dict[str, Any]:
-    """The search that reads passages ``ids`` that ``scope``'s caller may read."""
+    """Return the search that reads passages ``ids`` that ``scope``'s caller may read."""
     return {
         "size": len(ids),
         "track_total_hits": False,

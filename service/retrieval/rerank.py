@@ -43,7 +43,7 @@ class HttpReranker:
         await self._client.aclose()
 
     async def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
-        """The first ``top_n`` hits reordered by relevance to ``query``, then the rest as they were."""
+        """Return the first ``top_n`` hits reordered by relevance to ``query``, then the rest as they were."""
         head, tail = list(hits[: self.top_n]), list(hits[self.top_n :])
         if not head:
             return list(hits)
@@ -69,7 +69,7 @@ class HttpReranker:
 
 
 def make_reranker(settings: Settings) -> HttpReranker | None:
-    """The configured reranker, or ``None`` when ``rerank_url`` is unset."""
+    """Return the configured reranker, or ``None`` when ``rerank_url`` is unset."""
     if not settings.rerank_url:
         return None
     if not settings.rerank_model:

@@ -32,7 +32,7 @@ EXCERPT_LIMIT = EXCERPT_FRAGMENTS * (EXCERPT_CHARS + 100)
 
 
 def _mapped_hits(found: Mapping[str, Any], fields: FieldMap) -> list[Hit]:
-    """The hits of an attached index: the title from its mapped field, the text its excerpts (the best
+    """Return the hits of an attached index: the title from its mapped field, the text its excerpts (the best
     passages by the query, :func:`~.bodies.excerpt_of`) or else the mapped field's opening, the vector left
     out of the source (which keeps the whole document)."""
     out: list[Hit] = []
@@ -50,7 +50,7 @@ def _mapped_hits(found: Mapping[str, Any], fields: FieldMap) -> list[Hit]:
 
 
 def hits_of(response: Mapping[str, Any], fields: FieldMap = HOPSEARCH_FIELDS) -> list[Hit]:
-    """The hits of a search response (ids are strings and scores numbers in Elasticsearch's JSON), read
+    """Return the hits of a search response (ids are strings and scores numbers in Elasticsearch's JSON), read
     through ``fields`` (an attached index's field map; the vector is then left out here)."""
     found = response.get("hits")
     if not found:
@@ -71,7 +71,7 @@ def raw_hits(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def hit_of(raw: Mapping[str, Any], score: float, fields: FieldMap = HOPSEARCH_FIELDS) -> Hit:
-    """A raw hit as :func:`hits_of` builds it (vector stripped), with ``score``."""
+    """Return a raw hit as :func:`hits_of` builds it (vector stripped), with ``score``."""
     if fields is not HOPSEARCH_FIELDS:
         return with_score(_mapped_hits({"hits": [raw]}, fields)[0], score)
     source = raw.get("_source") or {}
@@ -92,7 +92,7 @@ def total_of(response: Mapping[str, Any]) -> int:
 
 
 def without_vectors_note(count: int) -> str:
-    """What a dense or hybrid result says when part of the index has no vector."""
+    """Return what a dense or hybrid result says when part of the index has no vector."""
     return (
         f"{count:,} documents of the index have no vector (loaded with --no-embed?): the dense side cannot "
         "find them; load them again with the embedder"
@@ -110,7 +110,7 @@ def result_of(
     *,
     index: str = "",
 ) -> SearchResult | None:
-    """The result of one query of a plan; ``None`` where the server refused its rrf retriever (the caller
+    """Return the result of one query of a plan; ``None`` where the server refused its rrf retriever (the caller
     plans it again with client-side RRF). Any other failed search raises with its reason. Hits are read
     through ``fields`` (an attached index's field map); ``index`` names what was searched in an error."""
     query = plan.query
