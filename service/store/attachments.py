@@ -53,7 +53,7 @@ class Attachments(IndexLifecycle, Documents, Searches):
         return self._attached
 
     async def attachment(self, index: str) -> Attachment | None:
-        """The attachment of ``index`` (an index or alias name, as attached), or None where it is not one."""
+        """Return the attachment of ``index`` (an index or alias name, as attached), or None where it is not one."""
         if index == self.settings.passages_alias or index.startswith(f"{self.settings.index_prefix}-"):
             return None  # hopsearch's own indices are never attached
         cache = self._attached_cache()
@@ -69,7 +69,7 @@ class Attachments(IndexLifecycle, Documents, Searches):
         return found
 
     async def field_map(self, index: str) -> FieldMap:
-        """The fields ``index`` is read through: an attached index's field map, else hopsearch's own."""
+        """Return the fields ``index`` is read through: an attached index's field map, else hopsearch's own."""
         attachment = await self.attachment(index)
         return HOPSEARCH_FIELDS if attachment is None else attachment.fields
 
@@ -108,7 +108,8 @@ class Attachments(IndexLifecycle, Documents, Searches):
         return True
 
     async def _mappings(self, index: str) -> dict[str, dict[str, dict[str, Any]]]:
-        """The fields of each index behind ``index`` (:func:`~hopsearch.service.attached.checks.mapped_fields`)."""
+        """Return the fields of each index behind ``index``
+        (:func:`~hopsearch.service.attached.checks.mapped_fields`)."""
         response = body_of(
             await call(self.client.indices.get_mapping(index=index), f"reading the mapping of [{index}]")
         )
@@ -117,7 +118,7 @@ class Attachments(IndexLifecycle, Documents, Searches):
     async def mapping_fields(
         self, index: str, mappings: dict[str, dict[str, dict[str, Any]]] | None = None
     ) -> dict[str, dict[str, Any]]:
-        """The fields of ``index`` (every index behind an alias: a field must be in each, with one type)."""
+        """Return the fields of ``index`` (every index behind an alias: a field must be in each, with one type)."""
         merged: dict[str, dict[str, Any]] = {}
         for concrete, fields in (mappings if mappings is not None else await self._mappings(index)).items():
             if not merged:

@@ -90,7 +90,7 @@ class Connected:
         return body_of(await call(self.client.cluster.health(), "reading the cluster's health"))
 
     async def cluster_root(self) -> dict[str, Any]:
-        """The cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
+        """Return the cluster's ``GET /`` body (name, cluster name and uuid, version, tagline); rebuilt from the
         node info where the node has no root handler (the 8.x and 9.x integ-test zips lack ``rest-root``)."""
         try:
             root = body_of(await call(self.client.info(), "reading the cluster's root (GET /)"))

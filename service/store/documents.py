@@ -72,7 +72,7 @@ class Documents(Connected):
         )
 
     async def get_versioned(self, index: str, doc_id: str) -> tuple[dict[str, Any], int, int] | None:
-        """A document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
+        """Return a document's ``_source`` with its ``_seq_no`` and ``_primary_term`` (for a conditional write),
         or ``None``. A real-time get: it sees the latest write without a refresh."""
         try:
             response = body_of(await call(self.client.get(index=index, id=doc_id), f"reading [{doc_id}] of [{index}]"))
@@ -164,7 +164,7 @@ class Documents(Connected):
 
 
 def _as_text(action: Any) -> Any:
-    """A pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
+    """Return a pair of NDJSON byte lines as text (the 7.x helper joins lines as ``str``); anything else as is."""
     if isinstance(action, tuple) and all(isinstance(line, bytes) for line in action):
         return tuple(line.decode() for line in action)
     return action

@@ -145,7 +145,7 @@ async def probe(settings: Settings) -> ServerInfo:
 
 
 def make_client(settings: Settings, info: ServerInfo) -> Any:
-    """The async client of the library that matches the server's major version, over every URL of
+    """Return the async client of the library that matches the server's major version, over every URL of
     ``es_url`` (the library's node pool: a node that refuses or times out is marked dead for a while and
     the request retried on the next one, ``es_max_retries`` times; ``es_sniff`` adds the nodes the
     cluster reports). Retried writes are safe: loads, outlines and traces write by id."""
@@ -272,13 +272,13 @@ def error_reason(err: Any) -> str:
 
 
 def failed(what: str, reason: str) -> str:
-    """The message of a refused request: what hopsearch was doing, in words (``what``: ``counting the
+    """Return the message of a refused request: what hopsearch was doing, in words (``what``: ``counting the
     documents of [x]``), and Elasticsearch's reason; never an operation's internal name."""
     return f"{what[:1].upper()}{what[1:]} failed: {reason}"
 
 
 def translate(exc: Exception, what: str) -> StoreError:
-    """An error of either client library as a hopsearch store error (no credentials in the text); ``what``
+    """Return an error of either client library as a hopsearch store error (no credentials in the text); ``what``
     says in words what was being done (``searching [x]``)."""
     import elasticsearch
     import elasticsearch7
@@ -329,6 +329,6 @@ async def call(awaitable: Awaitable[T], what: str) -> T:
 
 
 def body_of(response: Any) -> dict[str, Any]:
-    """The JSON body of a response of either client (8.x wraps it in ``ObjectApiResponse``)."""
+    """Return the JSON body of a response of either client (8.x wraps it in ``ObjectApiResponse``)."""
     body = getattr(response, "body", response)
     return dict(body) if body is not None else {}

@@ -63,14 +63,14 @@ ADDED_FIELDS: dict[str, Any] = {"embedder": {"type": "keyword"}, "acl": {"type":
 
 
 def schema_version(meta: Mapping[str, Any]) -> int:
-    """The passages schema an index was made (or last upgraded) under; 0 where ``_meta`` names none (not
+    """Return the passages schema an index was made (or last upgraded) under; 0 where ``_meta`` names none (not
     a hopsearch passages index)."""
     value = meta.get("schema_version")
     return int(value) if isinstance(value, int) else 0
 
 
 def schema_note(index: str, meta: Mapping[str, Any], acl_default: str = "private") -> str:
-    """What to say of an index made under an older passages schema (empty where it is current or not ours):
+    """Return what to say of an index made under an older passages schema (empty where it is current or not ours):
     what it lacks, how it reads meanwhile, and the command that moves it keeping everything."""
     version = schema_version(meta)
     if not 0 < version < SCHEMA_VERSION:
@@ -91,7 +91,7 @@ def schema_note(index: str, meta: Mapping[str, Any], acl_default: str = "private
 
 
 def load_template(name: str) -> dict[str, Any]:
-    """A JSON template from the ``es_mappings`` package data."""
+    """Return a JSON template from the ``es_mappings`` package data."""
     text = resources.files("hopsearch.es_mappings").joinpath(f"{name}.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -109,7 +109,7 @@ def _substitute(node: Any, values: Mapping[str, Any]) -> Any:
 
 
 def embedding_mapping(method: DenseMethod, dims: int, vector_index: str | None = None) -> dict[str, Any]:
-    """The ``embedding`` field for the server: indexed for kNN (``vector_index``: its ``index_options.type``,
+    """Return the ``embedding`` field for the server: indexed for kNN (``vector_index``: its ``index_options.type``,
     :func:`~.vector_index.choose_vector_index`), exact script_score, or ``_source`` only."""
     if method == "knn":
         field: dict[str, Any] = {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine"}
@@ -268,7 +268,7 @@ class IndexLifecycle(Connected):
                 raise
 
     def passages_body(self, embedder: Embedder | None, *, replicas: int | None = None) -> dict[str, Any]:
-        """The passages index body for this server and embedder (``_meta`` included): ``passages_shards``
+        """Return the passages index body for this server and embedder (``_meta`` included): ``passages_shards``
         primaries, ``replicas`` (default: the ``passages_replicas`` setting, else 0) replicas."""
         template = load_template("passages")
         method = self.info.dense_method
@@ -339,7 +339,7 @@ class IndexLifecycle(Connected):
         return name
 
     async def passages_index(self) -> str | None:
-        """The concrete index behind the passages alias, or ``None``."""
+        """Return the concrete index behind the passages alias, or ``None``."""
         alias = self.settings.passages_alias
         if not await call(self.client.indices.exists_alias(name=alias), f"checking the alias [{alias}]"):
             return None
@@ -372,7 +372,7 @@ class IndexLifecycle(Connected):
         return [name for name in old if name != new_index]
 
     async def _kept_aliases(self, gone: Sequence[str], new_index: str) -> list[dict[str, Any]]:
-        """The ``_aliases`` actions that move every alias of ``gone`` but the passages alias to ``new_index``."""
+        """Return the ``_aliases`` actions that move every alias of ``gone`` but the passages alias to ``new_index``."""
         response = body_of(
             await call(
                 self.client.indices.get_alias(index=",".join(gone)),

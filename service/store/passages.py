@@ -165,7 +165,7 @@ def _file_state(bucket: dict[str, Any]) -> FileState:
 
 
 def _acl_of(bucket: dict[str, Any], count: int) -> tuple[str, ...] | None:
-    """The principals every one of a file's ``count`` chunks has (its terms aggregation on ``acl``), or None
+    """Return the principals every one of a file's ``count`` chunks has (its terms aggregation on ``acl``), or None
     where they differ (a re-send cut short): such a file is sent again."""
     terms = bucket.get("acl", {}).get("buckets", [])
     if any(int(term["doc_count"]) != count for term in terms):

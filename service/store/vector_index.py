@@ -47,7 +47,7 @@ def _version(info: ServerInfo) -> str:
 
 
 def choose_vector_index(asked: str, info: ServerInfo, dims: int, oversample: float = 3.0) -> str | None:
-    """The ``index_options.type`` of a new passages index's vectors (``None``: no kNN index here)."""
+    """Return the ``index_options.type`` of a new passages index's vectors (``None``: no kNN index here)."""
     if asked != "auto" and asked not in KINDS:
         raise ConfigError(f"HOPSEARCH_VECTOR_INDEX={asked!r}: not one of auto, {', '.join(KINDS)}")
     if not info.knn:
@@ -88,7 +88,7 @@ class KnnOptions:
 
 
 def knn_options(vector_index: object, info: ServerInfo, num_candidates: int, oversample: float) -> KnnOptions:
-    """The kNN options of an index whose ``_meta`` records ``vector_index`` (older indices record none:
+    """Return the kNN options of an index whose ``_meta`` records ``vector_index`` (older indices record none:
     never rescored)."""
     rescored = vector_index in RESCORED and oversample > 0 and info.version >= RESCORE_SINCE
     return KnnOptions(num_candidates, oversample if rescored else 0.0)
