@@ -42,7 +42,7 @@ def looks_like_jwt(value: str) -> bool:
 
 
 def expiry_of(token: str) -> datetime | None:
-    """The ``exp`` of a token the verifier has already accepted (read without the signature: the check is
+    """Return the ``exp`` of a token the verifier has already accepted (read without the signature: the check is
     done), as a time; None where it names none."""
     try:
         exp = jwt.decode(token, options={"verify_signature": False}).get("exp")
@@ -57,7 +57,7 @@ def expiry_of(token: str) -> datetime | None:
 
 
 def shown(value: Any, limit: int = 80) -> str:
-    """A value from the token as a message may show it: the token is the sender's, not to be echoed whole."""
+    """Return a value from the token as a message may show it: the token is the sender's, not to be echoed whole."""
     text = "".join(c if c.isprintable() else "?" for c in str(value))
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -70,7 +70,7 @@ def when(seconds: Any) -> str:
 
 
 def public_key(algorithm: str, pem: str) -> Any:
-    """A registered PEM parsed (the verifier keeps what it parsed: :class:`~.tokens.JwtVerifier`)."""
+    """Return a registered PEM parsed (the verifier keeps what it parsed: :class:`~.tokens.JwtVerifier`)."""
     try:
         return jwt.get_algorithm_by_name(algorithm).prepare_key(pem)
     except (jwt.PyJWTError, ValueError, TypeError) as exc:
@@ -93,7 +93,7 @@ def check_numeric_dates(claims: dict[str, Any]) -> None:
 
 
 def decode(token: str, key: Any, algorithm: str, whose: str, **checks: Any) -> dict[str, Any]:
-    """The claims of a token whose signature verifies with ``key`` under ``algorithm``, ``exp`` present
+    """Return the claims of a token whose signature verifies with ``key`` under ``algorithm``, ``exp`` present
     and not past, each NumericDate a JSON number (:func:`check_numeric_dates`); PyJWT's refusals as the
     messages a person reads."""
     options: jwt.types.Options = {"require": ["exp", *checks.pop("require", ())]}

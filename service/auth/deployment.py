@@ -23,7 +23,7 @@ KIND = "deployment_secret"
 
 
 async def deployment_secret(store: Store) -> bytes:
-    """The deployment's secret, created on first use (see the module docstring)."""
+    """Return the deployment's secret, created on first use (see the module docstring)."""
     keys = KeyStore.of(store)
     await keys.ensure_index()
     doc = await store.get_document(keys.index, SECRET_DOC)

@@ -44,7 +44,7 @@ class GroupLookup(Protocol):
 
 
 def user_key(user: str) -> str:
-    """A user's name in its one spelling, as the groups index keys it: ``ＡＬＩＣＥ`` and ``user:alice``
+    """Return a user's name in its one spelling, as the groups index keys it: ``ＡＬＩＣＥ`` and ``user:alice``
     are ``alice``. ``InputError`` for a name that is no user principal's."""
     value = principal(user)
     value = value.removeprefix("user:")
@@ -56,7 +56,7 @@ def user_key(user: str) -> str:
 
 
 def stored_groups(user: str, values: Iterable[object]) -> frozenset[str]:
-    """The groups a groups document holds, as principals: a value written around ``hopsearch groups`` that
+    """Return the groups a groups document holds, as principals: a value written around ``hopsearch groups`` that
     is no ``group:<name>`` a passage's ``acl`` may hold (a wildcard ``*``, a comma) is dropped, logged."""
     kept: set[str] = set()
     for value in values:
@@ -82,7 +82,7 @@ def group_principal(group: str) -> str:
 
 
 def parse_csv(text: str) -> dict[str, set[str]]:
-    """The groups of each user a CSV names (``hopsearch groups import``): a header line ``user,group``
+    """Return the groups of each user a CSV names (``hopsearch groups import``): a header line ``user,group``
     (either order, more columns ignored), then one ``user,group`` pair per line; blank lines skipped. An
     :class:`InputError` naming the line (from 1, the header's) for a missing column, an empty cell or a
     name no principal can hold."""

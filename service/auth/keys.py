@@ -47,7 +47,7 @@ MAX_LISTED = 10_000
 
 
 def hash_secret(secret: str) -> str:
-    """The id a key is stored under: the SHA-256 of its secret, in hex."""
+    """Return the id a key is stored under: the SHA-256 of its secret, in hex."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -85,7 +85,7 @@ def check_actions(actions: Iterable[str]) -> frozenset[str]:
 
 
 def check_principals(names: Iterable[str]) -> frozenset[str]:
-    """A key's (or ``--principal``'s) principals in their one spelling: ``public``, ``user:<name>`` or
+    """Return a key's (or ``--principal``'s) principals in their one spelling: ``public``, ``user:<name>`` or
     ``group:<name>``, each a name a passage's ``acl`` may hold (no wildcard ``*?[]``, comma or control
     character: :func:`~hopsearch.service.access.document_principal`)."""
     chosen = frozenset(principal(n) for n in names if n.strip())
@@ -109,7 +109,7 @@ def check_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_key_id(kid: str) -> str:
-    """A public key's id (what an end-user token's ``kid`` names after ``<key name>/``): the key names'
+    """Return a public key's id (what an end-user token's ``kid`` names after ``<key name>/``): the key names'
     spelling, so never a ``/``."""
     if not _NAME.match(kid):
         raise _bad(
@@ -120,7 +120,7 @@ def check_key_id(kid: str) -> str:
 
 
 def token_key(kid: str, algorithm: str, public_pem: str) -> TokenKey:
-    """A public key registered with a key under the id ``kid``, checked: a PEM public key of the
+    """Return a public key registered with a key under the id ``kid``, checked: a PEM public key of the
     algorithm's kind (Ed25519 for EdDSA, RSA of at least 2048 bits for RS256)."""
     from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -144,7 +144,7 @@ def _date(value: Any) -> datetime | None:
 
 
 def record_of(doc: Mapping[str, Any]) -> KeyRecord:
-    """A stored key document as the gate sees it."""
+    """Return a stored key document as the gate sees it."""
     limits = doc.get("limits") or {}
     return KeyRecord(
         name=str(doc["name"]),
@@ -166,7 +166,7 @@ def record_of(doc: Mapping[str, Any]) -> KeyRecord:
 
 
 def _fields(record: KeyRecord) -> dict[str, Any]:
-    """What a key's stored document and its listing share."""
+    """Return what a key's stored document and its listing share."""
     return {
         "name": record.name,
         "principals": sorted(record.principals),
@@ -192,7 +192,7 @@ def document_of(record: KeyRecord, digest: str) -> dict[str, Any]:
 
 
 def listed(record: KeyRecord, now: datetime | None = None) -> dict[str, Any]:
-    """What ``keys list`` and ``GET /_keys`` show of a key: everything but its secret (never stored) and hash."""
+    """Return what ``keys list`` and ``GET /_keys`` show of a key: everything but its secret (never stored) and hash."""
     now = now or datetime.now(UTC)
     state = "revoked" if record.revoked else "expired" if not record.usable(now) else "active"
     return {
@@ -220,7 +220,7 @@ def key_refusal(record: KeyRecord | None, now: datetime) -> tuple[str, Hopsearch
 
 
 async def caller_for_secret(lookup: KeyLookup, secret: str) -> Caller:
-    """The caller a stored key's secret makes (the command line's ``--key``); its refusal else."""
+    """Return the caller a stored key's secret makes (the command line's ``--key``); its refusal else."""
     record = await lookup.by_secret(secret.strip())
     refusal = key_refusal(record, datetime.now(UTC))
     if refusal is not None:
@@ -230,7 +230,7 @@ async def caller_for_secret(lookup: KeyLookup, secret: str) -> Caller:
 
 
 def caller_of_principals(names: Iterable[str]) -> Caller:
-    """A caller that is no admin, of ``names`` (the command line's ``--principal``); its subject, whom its
+    """Return a caller that is no admin, of ``names`` (the command line's ``--principal``); its subject, whom its
     traces belong to, is its first ``user:`` principal's name."""
     principals = check_principals(names)
     users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
@@ -286,7 +286,7 @@ class KeyStore:
         self._ready = True
 
     async def create(self, new: NewKey, *, now: datetime | None = None) -> tuple[str, KeyRecord]:
-        """A new key: its secret (shown once, never stored) and record. A name in use (revoked keys' too)
+        """Return a new key: its secret (shown once, never stored) and record. A name in use (revoked keys' too)
         is refused."""
         now = now or datetime.now(UTC)
         name = check_name(new.name)
@@ -338,7 +338,7 @@ class KeyStore:
         return secret, record
 
     async def revoke(self, name: str, *, now: datetime | None = None) -> KeyRecord:
-        """Flags the key revoked (kept, so its name stays taken and the listing says so); 404 if none."""
+        """Flag the key revoked (kept, so its name stays taken and the listing says so); 404 if none."""
         stamp = (now or datetime.now(UTC)).isoformat()
 
         def revoked(doc: dict[str, Any]) -> dict[str, Any]:
@@ -349,7 +349,7 @@ class KeyStore:
         return record
 
     async def add_token_key(self, name: str, kid: str, algorithm: str, public_pem: str) -> KeyRecord:
-        """Registers one more public key with key ``name``: its tokens and those of the public keys it
+        """Register one more public key with key ``name``: its tokens and those of the public keys it
         already has are all accepted (a rotation's overlap), each naming its own ``kid``."""
         added = token_key(kid, algorithm, public_pem)
 
@@ -367,7 +367,7 @@ class KeyStore:
         return record
 
     async def remove_token_key(self, name: str, kid: str) -> KeyRecord:
-        """Removes the public key ``kid`` from key ``name``: tokens naming it are refused from then on
+        """Remove the public key ``kid`` from key ``name``: tokens naming it are refused from then on
         (within ``api_key_cache_s`` in every process); 404 where the key has none of that id."""
 
         def without_it(doc: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ MIN_RSA_BITS = 2048
 
 
 def token_key(kid: str, algorithm: str, pem: str | bytes, *, source: str = "public key") -> TokenKey:
-    """A public key to register with an API key, checked: a PEM public key (never a private one) of the
+    """Return a public key to register with an API key, checked: a PEM public key (never a private one) of the
     algorithm's kind (EdDSA: Ed25519 or Ed448; RS256: RSA of at least :data:`MIN_RSA_BITS` bits).
     ``InputError`` naming ``source`` (the file) and what is wrong."""
     text = pem.decode("ascii", "replace") if isinstance(pem, bytes) else pem
@@ -63,7 +63,7 @@ def token_key(kid: str, algorithm: str, pem: str | bytes, *, source: str = "publ
 
 
 def parse_jwks(data: Any, where: str) -> dict[str, dict[str, Any]]:
-    """The signing keys of a JWKS document by ``kid`` (a key without one under ``""``); keys for
+    """Return the signing keys of a JWKS document by ``kid`` (a key without one under ``""``); keys for
     encryption (``use: enc``) are left out. ``ValueError`` saying what is wrong."""
     keys = data.get("keys") if isinstance(data, Mapping) else None
     if not isinstance(keys, list):
@@ -86,7 +86,7 @@ class JwksSource(Protocol):
     where: str
 
     async def key(self, kid: str) -> dict[str, Any] | None:
-        """The JWK of ``kid`` (``""``: the only key of a set with one), or None."""
+        """Return the JWK of ``kid`` (``""``: the only key of a set with one), or None."""
         ...
 
     async def aclose(self) -> None: ...
@@ -169,7 +169,7 @@ class JwksUrl:
 
 
 def jwks_source(location: str, *, refresh_s: float, client: httpx.AsyncClient | None = None) -> JwksSource:
-    """The ``idp_jwks`` setting's keys: an ``http(s)://`` URL, else a file path."""
+    """Return the ``idp_jwks`` setting's keys: an ``http(s)://`` URL, else a file path."""
     if location.startswith(("https://", "http://")):
         return JwksUrl(location, refresh_s=refresh_s, client=client)
     return JwksFile(Path(location).expanduser())

@@ -62,7 +62,7 @@ class KeyRecord:
         return not self.revoked and (self.expires is None or now < self.expires)
 
     def caller(self, *, principals: frozenset[str] | None = None, subject: str | None = None) -> Caller:
-        """The caller a request with this key is made by: the key's own principals, or an end user's
+        """Return the caller a request with this key is made by: the key's own principals, or an end user's
         (already checked to be a subset of the key's) with the token's subject. A key that vouches for its
         users by a header is never its own caller: :class:`AuthenticationError` without an end user's
         principals."""

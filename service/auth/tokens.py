@@ -234,7 +234,7 @@ class JwtVerifier:
         )
 
     def _jwk(self, jwk: Mapping[str, Any], alg: str, issuer: str | None) -> jwt.PyJWK:
-        """The IdP's key for ``alg``, parsed once per process (a new JWKS brings new entries)."""
+        """Return the IdP's key for ``alg``, parsed once per process (a new JWKS brings new entries)."""
         memo = (json.dumps(jwk, sort_keys=True), alg)
         found = self._parsed.get(memo)
         if found is None:
@@ -264,7 +264,7 @@ class JwtVerifier:
         return subject.strip()
 
     def _principals(self, claims: Mapping[str, Any], claim: str, prefix: str) -> frozenset[str]:
-        """The principals a token's ``claim`` lists (absent: none), ``prefix`` put before each name that
+        """Return the principals a token's ``claim`` lists (absent: none), ``prefix`` put before each name that
         lacks it, each in its one spelling; more than ``token_max_principals`` are refused."""
         names = claims.get(claim, [])
         if not isinstance(names, Sequence) or isinstance(names, str) or not all(isinstance(n, str) for n in names):
@@ -289,7 +289,7 @@ class JwtVerifier:
 
 
 def checked(claim: str, name: str) -> str:
-    """A principal a token names (an entry of ``claim``, or ``user:<sub>``) as a passage's ``acl`` may hold
+    """Return a principal a token names (an entry of ``claim``, or ``user:<sub>``) as a passage's ``acl`` may hold
     it (:func:`~hopsearch.service.access.document_principal`): wildcards (``*?[]``), commas and control
     characters are refused, so a group named ``*`` never matches a document whose readers list ``*``."""
     try:
@@ -306,7 +306,7 @@ def token_verifier(
     on_failure: FailureHook | None = None,
     http: httpx.AsyncClient | None = None,
 ) -> TokenVerifier | None:
-    """The service's token verifier: back ends' tokens wherever keys are stored (``keys``), the IdP's
+    """Return the service's token verifier: back ends' tokens wherever keys are stored (``keys``), the IdP's
     where ``idp_issuer`` is set (with ``idp_audience`` and ``idp_jwks``: ``ConfigError`` naming what is
     missing; a JWKS file is read here); None where neither applies."""
     idp: JwksSource | None = None

@@ -49,7 +49,7 @@ RESERVED_HEADERS = frozenset(
 
 
 def check_header_name(name: str) -> str:
-    """A ``--user-header`` name as given (an HTTP field name of letters, digits and ``-``, at most 64, none
+    """Return a ``--user-header`` name as given (an HTTP field name of letters, digits and ``-``, at most 64, none
     of :data:`RESERVED_HEADERS`); an :class:`InputError` naming the field else."""
     name = name.strip()
     if not _HEADER.match(name) or name.lower() in RESERVED_HEADERS:
@@ -62,7 +62,7 @@ def check_header_name(name: str) -> str:
 
 
 def header_user(record: KeyRecord, headers: Iterable[tuple[bytes, bytes]]) -> str:
-    """The end user a request with ``record``'s key names in the key's header; raises the refusal."""
+    """Return the end user a request with ``record``'s key names in the key's header; raises the refusal."""
     assert record.user_header is not None
     wanted = record.user_header.lower().encode("latin-1")
     values = [value for name, value in headers if name.lower() == wanted]
@@ -103,7 +103,7 @@ def _implausible(user: str) -> str | None:
 
 
 def vouched_caller(record: KeyRecord, user: str, stored_groups: frozenset[str]) -> Caller:
-    """The caller of ``user``, vouched for by ``record``'s key: ``public``, ``user:<user>`` and the user's
+    """Return the caller of ``user``, vouched for by ``record``'s key: ``public``, ``user:<user>`` and the user's
     stored groups that the key lists; never an admin."""
     principals = {PUBLIC, principal(f"user:{user}")} | (stored_groups & record.principals)
     caller = record.caller(principals=frozenset(principals), subject=user)

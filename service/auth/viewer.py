@@ -118,7 +118,7 @@ class ViewerSessions:
     async def mint_code(
         self, caller: Caller, trace_id: str, *, until: datetime | None = None, now: datetime | None = None
     ) -> str:
-        """A new one-time code for ``caller`` and the trace ``trace_id`` (whether the caller may read it is
+        """Return a new one-time code for ``caller`` and the trace ``trace_id`` (whether the caller may read it is
         the minter's to check: it is read as that caller when the page opens), ending at ``until`` (the
         credential's end) at the latest."""
         code = CODE_PREFIX + secrets.token_urlsafe(32)
@@ -127,19 +127,19 @@ class ViewerSessions:
         return code
 
     async def peek(self, code: str, *, now: datetime | None = None) -> Redeemed:
-        """What ``code`` was minted for, leaving it unused (the confirmation page); :meth:`redeem`'s refusals."""
+        """Return what ``code`` was minted for, leaving it unused (the confirmation page); :meth:`redeem`'s refusals."""
         doc_id = f"viewer-code:{hash_secret(code)}"
         doc = await self._store.get_document(self.keys.index, doc_id) if code.startswith(CODE_PREFIX) else None
         return await self._redeemed(doc if doc is not None and doc.get("kind") == "viewer_code" else None, now)
 
     async def redeem(self, code: str, *, now: datetime | None = None) -> Redeemed:
-        """The caller and trace of ``code``, which is used up; 401 for a code unknown, used or expired, and
+        """Return the caller and trace of ``code``, which is used up; 401 for a code unknown, used or expired, and
         the key's refusal where the caller's key was revoked or expired since."""
         doc = await self._take(f"viewer-code:{hash_secret(code)}") if code.startswith(CODE_PREFIX) else None
         return await self._redeemed(doc, now)
 
     async def open_session(self, redeemed: Redeemed, *, now: datetime | None = None) -> tuple[str, float]:
-        """A session for a redeemed code's caller (the cookie's value) and its life in seconds: ``ui_session_s``,
+        """Return a session for a redeemed code's caller (the cookie's value) and its life in seconds: ``ui_session_s``,
         or less where the credential the code was minted from ends sooner."""
         session = SESSION_PREFIX + secrets.token_urlsafe(32)
         life_s = self.life_s(self.session_s, redeemed.until, now)
@@ -147,7 +147,7 @@ class ViewerSessions:
         return session, life_s
 
     async def caller(self, session: str, *, now: datetime | None = None) -> tuple[Caller, KeyLimits | None]:
-        """The caller of a session cookie as it is now (see the module docstring) and its key's limits (None:
+        """Return the caller of a session cookie as it is now (see the module docstring) and its key's limits (None:
         no key); 401 for a session unknown or expired (its credential too), the key's refusal for a caller
         whose key was revoked or expired."""
         doc_id = f"viewer-session:{hash_secret(session)}"
@@ -176,7 +176,7 @@ class ViewerSessions:
         return Redeemed(caller, str(doc.get("trace_id") or ""), when, groups)
 
     async def _check_key(self, caller: Caller, now: datetime | None) -> KeyRecord | None:
-        """The caller's key, once checked usable (its refusal else); None without a key."""
+        """Return the caller's key, once checked usable (its refusal else); None without a key."""
         if caller.key is None:  # an admin of the command line or of a flat key, or an IdP user
             return None
         record = await self.keys.by_name(caller.key)
@@ -191,7 +191,7 @@ class ViewerSessions:
         return await self.groups.groups_of(caller.subject)
 
     async def _current(self, minted: Caller, record: KeyRecord | None, groups: frozenset[str]) -> Caller:
-        """The caller of a code or session as its credential stands now (see the module docstring)."""
+        """Return the caller of a code or session as its credential stands now (see the module docstring)."""
         if record is not None and minted.owner == _key_owner(minted):
             return record.caller()  # the key's own caller: whatever the key holds now
         caller = minted
@@ -227,7 +227,7 @@ class ViewerSessions:
         await self._store.put_document(self.keys.index, doc_id, doc, create=True)
 
     async def _take(self, doc_id: str) -> dict[str, Any] | None:
-        """The code document ``doc_id``, deleted on the version read (None where it is not, or another
+        """Return the code document ``doc_id``, deleted on the version read (None where it is not, or another
         redemption deleted it first)."""
         found = await self._store.get_versioned(self.keys.index, doc_id)
         if found is None or found[0].get("kind") != "viewer_code":
@@ -243,7 +243,7 @@ class ViewerSessions:
 
 
 def _key_owner(caller: Caller) -> str | None:
-    """The owner a key's own caller has (no end user's subject); None without a key."""
+    """Return the owner a key's own caller has (no end user's subject); None without a key."""
     return owner_id("key", caller.key) if caller.key is not None else None
 
 
