@@ -45,7 +45,7 @@ def _japanese_key(name: str) -> str:
 
 
 def entity_key(name: str) -> str:
-    """The normalised key of an entity name ("" when nothing is left)."""
+    """Return the normalised key of an entity name ("" when nothing is left)."""
     if detect_lang(name) == "ja":
         return _japanese_key(name)
     text = unicodedata.normalize("NFKD", name)
@@ -60,7 +60,7 @@ def entity_key(name: str) -> str:
 
 
 def clean_name(name: str) -> str:
-    """A display name: surrounding whitespace and quotes removed, inner whitespace collapsed."""
+    """Return a display name: surrounding whitespace and quotes removed, inner whitespace collapsed."""
     return _SPACE.sub(" ", name).strip().strip("\"'“”‘’").strip()
 
 
@@ -113,7 +113,7 @@ class EntityLinker:
         return None
 
     def link(self, name: str, same_as: str | None = None) -> Link | None:
-        """The entity ``name`` refers to; a new one when no rule links it. ``None`` for an empty name."""
+        """Return the entity ``name`` refers to; a new one when no rule links it. ``None`` for an empty name."""
         name = clean_name(name)
         key = entity_key(name)
         if not key:

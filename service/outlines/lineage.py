@@ -26,7 +26,7 @@ from hopsearch.service.outlines.provenance import OWNER_PREFIX, owner_readers
 
 
 def source(index: str, doc_id: str) -> str:
-    """A lineage entry: the passage ``doc_id`` of ``index`` (an index name never holds ``/``)."""
+    """Return a lineage entry: the passage ``doc_id`` of ``index`` (an index name never holds ``/``)."""
     return f"{index}/{doc_id}"
 
 
@@ -46,7 +46,7 @@ class OutlineReader:
     filters: tuple[Mapping[str, Any], ...] = ()
 
     def principals(self) -> list[str]:
-        """The reader values a fact must name one of to be shown to this caller: its principals, ``public``
+        """Return the reader values a fact must name one of to be shown to this caller: its principals, ``public``
         and ``owner:<its owner>`` (text kept with its asker, :mod:`~.provenance`); an ``owner:`` value the
         caller's principals name is never its own."""
         names = {p for p in self.caller.principals if not p.startswith(OWNER_PREFIX)} - {PRIVATE}
@@ -58,7 +58,7 @@ ADMIN_READER = OutlineReader()
 
 
 def readers_of(acls: Iterable[Sequence[str] | None], acl_default: AclDefault) -> tuple[str, ...]:
-    """The principals that may read every passage whose ``acl`` values are ``acls`` (``None``: no ``acl``;
+    """Return the principals that may read every passage whose ``acl`` values are ``acls`` (``None``: no ``acl``;
     a missing passage passes ``("private",)``): ``("public",)`` where everyone may, ``()`` admins only."""
     everyone = True
     common: set[str] = set()
@@ -77,14 +77,15 @@ def readers_of(acls: Iterable[Sequence[str] | None], acl_default: AclDefault) ->
 
 
 def may_read(readers: Sequence[str] | None, reader: OutlineReader) -> bool:
-    """The prefilter: whether a fact written readable by ``readers`` may be shown to ``reader`` (admins: any)."""
+    """Apply the prefilter: tell whether a fact written readable by ``readers`` may be shown to ``reader`` (admins:
+    any)."""
     if reader.caller.admin:
         return True
     return readers is not None and bool(set(readers) & set(reader.principals()))
 
 
 def readers_clause(path: str, reader: OutlineReader) -> dict[str, Any]:
-    """The query filter of :func:`may_read` on the nested ``path`` (``facts`` or ``alias_lineage``)."""
+    """Return the query filter of :func:`may_read` on the nested ``path`` (``facts`` or ``alias_lineage``)."""
     return {"terms": {f"{path}.readers": reader.principals()}}
 
 
@@ -108,7 +109,7 @@ def _by_index(entries: Iterable[str]) -> dict[str, list[str]]:
 
 
 async def readable_sources(store: SourceReads, reader: OutlineReader, entries: Iterable[str]) -> frozenset[str]:
-    """The lineage entries ``reader`` may read now: ONE ``_msearch``, per index an ``ids`` query under the
+    """Return the lineage entries ``reader`` may read now: ONE ``_msearch``, per index an ``ids`` query under the
     caller's access filter (and, for an index the reader's request is bound to, its filters). An entry in an
     index the key may not use, that no longer exists, or in a request bound to another index, is not."""
     grouped = _by_index(entries)
@@ -134,7 +135,7 @@ async def readable_sources(store: SourceReads, reader: OutlineReader, entries: I
 
 
 async def source_acls(store: SourceReads, entries: Iterable[str]) -> dict[str, Sequence[str] | None]:
-    """The current ``acl`` of each lineage entry (``None``: the passage has none; a missing passage reads
+    """Return the current ``acl`` of each lineage entry (``None``: the passage has none; a missing passage reads
     ``("private",)``): one ``_mget`` per index, concurrently (no search: a question's retrieval stays its
     one ``_msearch``)."""
     grouped = _by_index(entries)
@@ -152,7 +153,7 @@ async def source_acls(store: SourceReads, entries: Iterable[str]) -> dict[str, S
 
 
 def bound_namespace(caller: Caller, asked: str | None, default: str) -> str | None:
-    """The outline namespace ``caller`` reads and writes: the one bound to its key (``Caller.namespace``,
+    """Return the outline namespace ``caller`` reads and writes: the one bound to its key (``Caller.namespace``,
     else the service's ``default``). Only an admin may name another (``asked``; an admin naming none: None,
     every namespace where a read allows it); a non-admin naming another gets 403."""
     if caller.admin:
@@ -167,5 +168,5 @@ def bound_namespace(caller: Caller, asked: str | None, default: str) -> str | No
 
 
 def reader_for(caller: Caller, acl_default: AclDefault) -> OutlineReader:
-    """The reader of the outline routes (every index the caller's key may use)."""
+    """Return the reader of the outline routes (every index the caller's key may use)."""
     return OutlineReader(caller, acl_default)

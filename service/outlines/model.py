@@ -162,7 +162,7 @@ class Fact:
         )
 
     def with_trace(self, written: Collection[str], pending_s: float, now: datetime | None = None) -> Fact:
-        """The fact naming its trace only where it was written (``written``: the trace ids that exist);
+        """Return the fact naming its trace only where it was written (``written``: the trace ids that exist);
         else ``pending`` within ``pending_s`` of the fact (its question may still run), ``lost`` after."""
         if not self.trace_id or self.trace_id in written:
             return self
@@ -180,7 +180,7 @@ class Fact:
         return self.readers or (), indices, self.key or ""
 
     def shown_to(self, reader: OutlineReader) -> Fact:
-        """The fact as ``reader`` sees it: what came from another owner's question (its question and
+        """Return the fact as ``reader`` sees it: what came from another owner's question (its question and
         sub-query) and who asked (trace id, key, subject, owner) are not shown to a non-admin (compared by
         namespaced owner, never by bare subject): the table in this module's docstring."""
         if reader.caller.owns(self.owner):
@@ -224,7 +224,7 @@ class EntityOutline:
         return entity_key(self.entity)
 
     def keys(self) -> list[str]:
-        """The entity key first, then the keys of the aliases (each once)."""
+        """Return the entity key first, then the keys of the aliases (each once)."""
         found = [self.key]
         for alias in self.aliases:
             key = entity_key(alias)
@@ -242,7 +242,7 @@ class EntityOutline:
         return tuple(fact for fact in self.facts if fact.created_at >= cutoff)
 
     def merged(self, other: EntityOutline) -> EntityOutline:
-        """This outline with ``other``'s aliases and new facts added (the newest ``MAX_FACTS`` kept per
+        """Return this outline with ``other``'s aliases and new facts added (the newest ``MAX_FACTS`` kept per
         lineage scope)."""
         aliases = list(self.aliases)
         folded = {self.entity.casefold(), *(a.casefold() for a in aliases)}
@@ -269,7 +269,7 @@ class EntityOutline:
         )
 
     def without(self, gone: Callable[[str], bool]) -> EntityOutline:
-        """This outline less every fact and alias whose lineage holds an entry ``gone`` says is (a purge)."""
+        """Return this outline less every fact and alias whose lineage holds an entry ``gone`` says is (a purge)."""
         facts = tuple(f for f in self.facts if not any(gone(e) for e in f.lineage or ()))
         records = tuple(r for r in self.alias_lineage if not any(gone(e) for e in r.lineage))
         dropped = {r.name.casefold() for r in self.alias_lineage} - {r.name.casefold() for r in records}
@@ -302,7 +302,7 @@ class EntityOutline:
 
 
 def usable(outline: EntityOutline, reader: OutlineReader, readable: Collection[str]) -> EntityOutline | None:
-    """What ``reader`` may use of ``outline``, given the lineage entries it may read now (``readable``:
+    """Return what ``reader`` may use of ``outline``, given the lineage entries it may read now (``readable``:
     :func:`~hopsearch.service.outlines.lineage.readable_sources`): the usable facts as the reader sees them,
     the aliases with a usable lineage (admins: those without lineage too); None where nothing is usable."""
     facts = tuple(f.shown_to(reader) for f in outline.facts if _usable(f.lineage, f.readers, reader, readable))
@@ -320,7 +320,7 @@ def usable(outline: EntityOutline, reader: OutlineReader, readable: Collection[s
 
 
 def render_outline(sections: Sequence[tuple[str, Sequence[str]]]) -> str:
-    """The Knowledge Outline: one heading per entity, its facts below it ("" when empty)."""
+    """Return the Knowledge Outline: one heading per entity, its facts below it ("" when empty)."""
     blocks = []
     for entity, facts in sections:
         if facts:
@@ -330,5 +330,5 @@ def render_outline(sections: Sequence[tuple[str, Sequence[str]]]) -> str:
 
 
 def outline_id(namespace: str, key: str) -> str:
-    """The document ``_id`` of an entity in a namespace (a digest: keys may be long)."""
+    """Return the document ``_id`` of an entity in a namespace (a digest: keys may be long)."""
     return hashlib.sha1(f"{namespace}\x00{key}".encode()).hexdigest()

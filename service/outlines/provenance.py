@@ -28,7 +28,7 @@ def _fold(text: str) -> str:
 
 
 def words(text: str) -> set[str]:
-    """The comparable words of ``text``: latin words (3+ characters, a final ``s`` dropped) and CJK bigrams."""
+    """Return the comparable words of ``text``: latin words (3+ characters, a final ``s`` dropped) and CJK bigrams."""
     out: set[str] = set()
     for token in _WORD.findall(_fold(text)):
         if _CJK.search(token):
@@ -39,7 +39,7 @@ def words(text: str) -> set[str]:
 
 
 def question_words(text: str, question: str, passages: Iterable[str]) -> set[str]:
-    """The words of ``text`` found in ``question`` and in none of ``passages``."""
+    """Return the words of ``text`` found in ``question`` and in none of ``passages``."""
     found = words(text) & words(question)
     if not found:
         return found
@@ -51,5 +51,5 @@ def question_words(text: str, question: str, passages: Iterable[str]) -> set[str
 
 
 def owner_readers(owner: str | None) -> tuple[str, ...]:
-    """The readers of text kept with ``owner``: that owner alone (none: admins alone)."""
+    """Return the readers of text kept with ``owner``: that owner alone (none: admins alone)."""
     return (f"{OWNER_PREFIX}{owner}",) if owner else ()

@@ -51,7 +51,7 @@ OUTLINES_SCHEMA = 2
 
 
 def schema_note(index: str, version: int) -> str:
-    """What to say of an outlines index made under an older schema ("" where it is current)."""
+    """Return what to say of an outlines index made under an older schema ("" where it is current)."""
     if version >= OUTLINES_SCHEMA or version == 0:
         return ""
     return (
@@ -102,7 +102,7 @@ def search_body(
     reader: OutlineReader = ADMIN_READER,
     schema: int = OUTLINES_SCHEMA,
 ) -> dict[str, Any]:
-    """The outline search: full text over names, aliases and facts and/or an entity, within a namespace
+    """Return the outline search: full text over names, aliases and facts and/or an entity, within a namespace
     where one is given. Under schema 2 the facts and aliases matched are only those whose ``readers``
     name one of the reader's principals, and a document matches only where one of them does."""
     must: list[dict[str, Any]] = []
@@ -138,7 +138,7 @@ class OutlineStore(Protocol):
     """Where outlines persist between questions."""
 
     async def lookup(self, namespace: str, names: Sequence[str], reader: OutlineReader) -> list[EntityOutline]:
-        """What ``reader`` may use of the stored outlines whose entity key or a usable alias key equals the
+        """Return what ``reader`` may use of the stored outlines whose entity key or a usable alias key equals the
         key of one of ``names``."""
         ...
 
@@ -172,7 +172,7 @@ class EsOutlineStore:
         self._schema: int | None = None
 
     async def schema(self) -> int:
-        """The outlines index's schema version (0: no index yet; asked once)."""
+        """Return the outlines index's schema version (0: no index yet; asked once)."""
         if self._schema is None:
             if not await self.store.exists(self.index):
                 return 0
@@ -187,7 +187,7 @@ class EsOutlineStore:
     async def views(
         self, outlines: Sequence[EntityOutline], reader: OutlineReader, names: Sequence[str] = ()
     ) -> list[EntityOutline | None]:
-        """What ``reader`` may use of each of ``outlines`` (None: nothing), in one check of every lineage
+        """Return what ``reader`` may use of each of ``outlines`` (None: nothing), in one check of every lineage
         entry. With ``names``, an outline stays only where one of their keys is its entity key or the key
         of an alias it may use."""
         readable = await readable_sources(self.store, reader, {e for o in outlines for e in o.lineage()})
@@ -212,7 +212,7 @@ class EsOutlineStore:
         ]
 
     async def get(self, namespace: str, entity: str, reader: OutlineReader = ADMIN_READER) -> EntityOutline | None:
-        """What ``reader`` may use of the outline an entity name (or one of its aliases) names, or ``None``."""
+        """Return what ``reader`` may use of the outline an entity name (or one of its aliases) names, or ``None``."""
         found = await self.lookup(namespace, [entity], reader)
         return found[0] if found else None
 
@@ -304,7 +304,7 @@ class EsOutlineStore:
         size: int = 10,
         reader: OutlineReader = ADMIN_READER,
     ) -> tuple[list[tuple[dict[str, Any], EntityOutline]], int]:
-        """The hits of :func:`search_body` (each with what ``reader`` may use of it) and the total. Under
+        """Return the hits of :func:`search_body` (each with what ``reader`` may use of it) and the total. Under
         schema 1 a non-admin finds nothing."""
         schema = await self.schema()
         if schema == 0 or (schema < OUTLINES_SCHEMA and not reader.caller.admin):
@@ -321,7 +321,7 @@ class EsOutlineStore:
     async def latest(
         self, entity: str, namespace: str | None = None, reader: OutlineReader = ADMIN_READER
     ) -> tuple[dict[str, Any], EntityOutline] | None:
-        """The most recently updated outline of an entity (by key, name or alias) that ``reader`` may use
+        """Return the most recently updated outline of an entity (by key, name or alias) that ``reader`` may use
         some of, as its search hit and what the reader may use of it."""
         body = {"size": 10, "query": entity_query(entity, namespace), "sort": [{"updated_at": {"order": "desc"}}]}
         hits = (await self.store.search(self.index, body)).get("hits", {}).get("hits", [])
