@@ -86,7 +86,7 @@ def ja_analysis_for(modules: frozenset[str]) -> JaAnalysis:
 
 
 def ja_mappings(analysis: JaAnalysis) -> dict[str, Any]:
-    """The mapping properties of the Japanese fields: ``{field: definition}`` to merge into the index."""
+    """Return the mapping properties of the Japanese fields: ``{field: definition}`` to merge into the index."""
     if analysis == "kuromoji":
         return {"ja": {"type": "text", "analyzer": "kuromoji"}}
     return {name: {"type": "text", "analyzer": "whitespace"} for name in TOKEN_FIELDS}
@@ -119,7 +119,7 @@ class JapaneseTokenizer:
             ) from exc
 
     def tokens(self, text: str, version: int = TOKENS) -> list[str]:
-        """The words of ``text`` under token recipe ``version`` (see the module docstring)."""
+        """Return the words of ``text`` under token recipe ``version`` (see the module docstring)."""
         if not text.strip():
             return []
         if version >= 2:
@@ -142,7 +142,7 @@ class JapaneseTokenizer:
         return out
 
     def names(self, text: str, version: int = TOKENS) -> dict[str, str]:
-        """The names ``text`` names, for the second hop, each with its words as the ``*_ja_tokens`` fields
+        """Return the names ``text`` names, for the second hop, each with its words as the ``*_ja_tokens`` fields
         hold them (space-separated: the phrase a search of the name asks): runs of nouns (with prefixes and
         suffixes) between blanks and punctuation, each run's spans of 1–:data:`NAME_TOKENS` words that hold a
         proper noun (固有名詞), a Latin word or a product code (``X2``, ``KZ-200``) or a katakana word; NFKC,
@@ -175,7 +175,7 @@ class JapaneseTokenizer:
             ]
 
     def joined(self, text: str, version: int = TOKENS) -> str:
-        """The words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
+        """Return the words of ``text`` separated by single spaces (what the ``*_ja_tokens`` fields hold)."""
         return " ".join(self.tokens(text, version))
 
 
@@ -191,7 +191,7 @@ def _person(morpheme: Morpheme | None) -> bool:
 
 
 def _noun_runs(morphemes: Sequence[Morpheme]) -> list[list[Morpheme]]:
-    """The runs of nouns, prefixes and suffixes (a hyphen inside a run kept: ``KZ-200``; a blank between a
+    """Return the runs of nouns, prefixes and suffixes (a hyphen inside a run kept: ``KZ-200``; a blank between a
     family and a given name too: 「石井 由香」 is 「石井由香」)."""
     runs: list[list[Morpheme]] = [[]]
     for n, (surface, pos) in enumerate(morphemes):
@@ -206,7 +206,7 @@ def _noun_runs(morphemes: Sequence[Morpheme]) -> list[list[Morpheme]]:
 
 
 def _run_names(run: Sequence[Morpheme]) -> list[tuple[str, str]]:
-    """The spans of one noun run that name something — a proper noun, a Latin word, a code or katakana in
+    """Return the spans of one noun run that name something — a proper noun, a Latin word, a code or katakana in
     them; never a lone prefix or suffix at an edge, nor one character — each with its words as tokens."""
     named = [pos[1] == "固有名詞" or bool(_CODE.search(surface)) for surface, pos in run]
     words = [
@@ -235,13 +235,13 @@ def fold_variants(text: str) -> str:
 
 
 def ja_tokens_of(meta: Mapping[str, Any]) -> int:
-    """The token recipe an index was built with (1 where ``_meta`` does not say: before versions)."""
+    """Return the token recipe an index was built with (1 where ``_meta`` does not say: before versions)."""
     value = meta.get("ja_tokens")
     return value if isinstance(value, int) else 1
 
 
 def ja_tokens_note(index: str, meta: Mapping[str, Any]) -> str:
-    """What to say of a SudachiPy index built with an older token recipe (empty where it is current)."""
+    """Return what to say of a SudachiPy index built with an older token recipe (empty where it is current)."""
     version = ja_tokens_of(meta)
     if meta.get("ja_analysis") != "sudachi" or version >= TOKENS:
         return ""
@@ -253,7 +253,7 @@ def ja_tokens_note(index: str, meta: Mapping[str, Any]) -> str:
 
 
 def tokenizer() -> JapaneseTokenizer:
-    """The process-wide tokenizer (spaCy's Japanese class loads once, ~1 s)."""
+    """Return the process-wide tokenizer (spaCy's Japanese class loads once, ~1 s)."""
     return _shared
 
 
@@ -292,12 +292,12 @@ class Synonyms:
         return " ".join([text, *dict.fromkeys(extra)]) if extra else text
 
     def terms_of(self, name: str) -> tuple[str, ...]:
-        """The other terms of the groups ``name`` is a term of (``研開`` → ``研究開発部``)."""
+        """Return the other terms of the groups ``name`` is a term of (``研開`` → ``研究開発部``)."""
         plain = _plain(name)
         return tuple(term for group in self.groups if plain in group for term in group if term != plain)
 
     def canonical(self, name: str) -> str:
-        """The first term of the group ``name`` is a term of, else ``name``."""
+        """Return the first term of the group ``name`` is a term of, else ``name``."""
         plain = _plain(name)
         for group in self.groups:
             if plain in group:

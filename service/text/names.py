@@ -152,7 +152,7 @@ def _people_and_products(text: str) -> Iterable[str]:
 
 
 def ja_names(text: str) -> list[str]:
-    """The names of a Japanese text, folded, in the order found (units, roles, codes, quoted names,
+    """Return the names of a Japanese text, folded, in the order found (units, roles, codes, quoted names,
     people, unknown katakana words)."""
     plain = unicodedata.normalize("NFKC", fold_variants(text)).translate(_DASHES)
     found: list[str] = []
@@ -197,7 +197,7 @@ _STOP = frozenset(
 
 
 def capitalised(text: str, max_words: int = 4) -> list[str]:
-    """The capitalised n-grams of an English text (1–``max_words`` words, each capitalised or a number,
+    """Return the capitalised n-grams of an English text (1–``max_words`` words, each capitalised or a number,
     not a number alone, nor one word the text also writes in lower case), folded."""
     words = [w.rstrip(".,").removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)]
     common = {w for w in words if w.islower()}
@@ -215,12 +215,12 @@ def capitalised(text: str, max_words: int = 4) -> list[str]:
 
 
 def en_names(text: str) -> list[str]:
-    """The names of a text in any language but Japanese: its capitalised n-grams, folded."""
+    """Return the names of a text in any language but Japanese: its capitalised n-grams, folded."""
     return capitalised(text)
 
 
 def names_of(text: str, lang: str | None = None) -> list[str]:
-    """The names of ``text`` (``lang``: its language where known, else detected)."""
+    """Return the names of ``text`` (``lang``: its language where known, else detected)."""
     if not text.strip():
         return []
     return ja_names(text) if (lang or detect_lang(text)) == "ja" else en_names(text)
@@ -232,7 +232,7 @@ def is_role(name: str) -> bool:
 
 
 def query_names(text: str, synonyms: Synonyms | None = None) -> list[str]:
-    """The names of a question, folded as the field folds them, and every term of each company synonym
+    """Return the names of a question, folded as the field folds them, and every term of each company synonym
     group (``ja_synonyms``) the question or one of its names holds (「二開」 asks for 第二開発部 too)."""
     names = names_of(text)
     if synonyms:
