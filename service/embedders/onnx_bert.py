@@ -79,7 +79,7 @@ class _Graph:
 
 
 def _embeddings(g: _Graph, hidden: int, embeds_input: bool) -> tuple[str, list[Any]]:
-    """The embedding layer's output (normalised) and the graph inputs it reads."""
+    """Return the embedding layer's output (normalised) and the graph inputs it reads."""
     from onnx import TensorProto, helper
 
     positions = g.op("Gather", [g.w("embeddings.position_embeddings.weight"), "position_ids"])
@@ -122,7 +122,8 @@ def _shapes(g: _Graph, heads: int, hidden: int, gelu: str) -> _Shapes:
 
 
 def _layer(g: _Graph, x: str, i: int, s: _Shapes) -> str:
-    """Encoder layer ``i``: self-attention, then the feed-forward block, each with its residual and norm."""
+    """Add encoder layer ``i`` and return its output: self-attention, then the feed-forward block, each with its
+    residual and norm."""
     p = f"encoder.layer.{i}."
     q = g.op("Transpose", [g.op("Reshape", [g.dense(x, p + "attention.self.query"), s.split])], perm=[0, 2, 1, 3])
     k = g.op("Transpose", [g.op("Reshape", [g.dense(x, p + "attention.self.key"), s.split])], perm=[0, 2, 3, 1])
@@ -136,7 +137,7 @@ def _layer(g: _Graph, x: str, i: int, s: _Shapes) -> str:
 
 
 def _pooled(g: _Graph, x: str) -> None:
-    """The masked mean of the last layer as the output ``pooled``."""
+    """Add the masked mean of the last layer as the output ``pooled``."""
     from onnx import helper
 
     axis_2 = g.const("axis_2", np.array([2], dtype=np.int64))
@@ -151,7 +152,7 @@ def _pooled(g: _Graph, x: str) -> None:
 def build_graph(
     weights: Mapping[str, Array], config: Mapping[str, Any], *, gelu: str = "tanh", embeds_input: bool = False
 ) -> bytes:
-    """The serialised encoder. Inputs: ``input_ids`` and ``token_type_ids`` (or, with ``embeds_input``,
+    """Return the serialised encoder. Inputs: ``input_ids`` and ``token_type_ids`` (or, with ``embeds_input``,
     ``inputs_embeds`` [batch, length, hidden] and token type 0), ``position_ids`` [1, length] and
     ``attention_mask`` (float); output ``pooled``: the masked mean of the last layer (not normalised)."""
     from onnx import TensorProto, helper
@@ -181,12 +182,12 @@ def build_graph(
 
 
 def source_key(*parts: object) -> str:
-    """A short digest naming a cached graph: the builder's version and whatever identifies the weights."""
+    """Return a short digest naming a cached graph: the builder's version and whatever identifies the weights."""
     return hashlib.sha256(repr((BUILDER_VERSION, *parts)).encode()).hexdigest()[:16]
 
 
 def graph_file(cache_dir: Path, name: str, key: str, precision: Precision, build: Callable[[], bytes]) -> Path:
-    """The cached graph ``name`` at ``precision``, built (fp32 from ``build``, int8 by quantising the fp32
+    """Return the cached graph ``name`` at ``precision``, built (fp32 from ``build``, int8 by quantising the fp32
     file) on first use. Written to a temporary name and renamed, so a concurrent reader never sees half."""
     folder = cache_dir / "onnx"
     fp32 = folder / f"{name}-{key}-fp32.onnx"
@@ -235,7 +236,7 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def session(path: Path, threads: int | None = None) -> Any:
-    """An ONNX Runtime CPU session over ``path`` (one thread per core of this process's affinity)."""
+    """Return an ONNX Runtime CPU session over ``path`` (one thread per core of this process's affinity)."""
     try:
         import onnxruntime as ort  # type: ignore[import-untyped]
     except ImportError as exc:
@@ -256,7 +257,7 @@ def cached_session(
     build: Callable[[], bytes],
     threads: int | None = None,
 ) -> Any:
-    """The session of the graph ``name`` at ``precision``, cached under ``cache_dir`` (default: the
+    """Return the session of the graph ``name`` at ``precision``, cached under ``cache_dir`` (default: the
     settings' cache folder) by the weights file's path, size, mtime and package ``version``: the block the
     local embedders share."""
     stat = weights_file.stat()
@@ -266,7 +267,7 @@ def cached_session(
 
 @contextmanager
 def embedder_errors(name: str) -> Iterator[None]:
-    """A local embedder's failures (ONNX Runtime, numpy, a tokenizer) as :class:`EmbedderError`; a
+    """Raise a local embedder's failures (ONNX Runtime, numpy, a tokenizer) as :class:`EmbedderError`; a
     :class:`ConfigError` (a missing package or model) passes as it is."""
     try:
         yield

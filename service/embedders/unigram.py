@@ -41,7 +41,7 @@ class UnigramTokenizer:
         self._table = str.maketrans({chr(cp): out for cp, out in vocabulary.normalize.items()})
 
     def normalize(self, text: str) -> str:
-        """Steps 1-3: the string the Viterbi search runs over."""
+        """Run steps 1-3, giving the string the Viterbi search runs over."""
         text = text.split("\0", 1)[0].translate(self._table)
         text = _SPACES.sub(" ", text)
         if not text.startswith(" "):
