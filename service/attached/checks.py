@@ -61,7 +61,7 @@ def check_fields(index: str, fields: FieldMap, mapped: Mapping[str, Mapping[str,
 
 
 def vector_mapping(index: str, name: str, mapped: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The mapping of the vector field ``name``: a ``dense_vector``, or numbers kept in ``_source`` (a
+    """Return the mapping of the vector field ``name``: a ``dense_vector``, or numbers kept in ``_source`` (a
     server without vectors, such as the 7.17 OSS build); a clear error otherwise."""
     found = mapped.get(name)
     if found is None:
@@ -90,7 +90,7 @@ def vector_mode(found: Mapping[str, Any], major: int, server: DenseMethod) -> De
 
 
 def _keyword_fields(title: str, mapped: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str | None]]:
-    """The ``keyword`` fields that hold the title field's whole value, each with its normalizer: the field
+    """Return the ``keyword`` fields that hold the title field's whole value, each with its normalizer: the field
     itself where it is one, then its sub-fields (``keyword`` first, then by name)."""
     found = mapped.get(title) or {}
     out: list[tuple[str, str | None]] = []
@@ -102,7 +102,7 @@ def _keyword_fields(title: str, mapped: Mapping[str, Mapping[str, Any]]) -> list
 
 
 def custom_normalizers(title: str, mapped: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """The normalizers of the title's keyword fields that are not built in (their definitions are in the
+    """Return the normalizers of the title's keyword fields that are not built in (their definitions are in the
     index's settings, ``index.analysis.normalizer``)."""
     return {name for _, name in _keyword_fields(title, mapped) if name is not None and name != "lowercase"}
 

@@ -160,7 +160,7 @@ class Attachment:
         return replace(scope, acl=self.acl, acl_default=self.acl_default, filters=filters)
 
     def meta(self) -> dict[str, Any]:
-        """What planning reads of it, in the keys of a hopsearch index's ``_meta.hopsearch`` (no
+        """Return what planning reads of it, in the keys of a hopsearch index's ``_meta.hopsearch`` (no
         ``ja_analysis``: a Japanese question searches the mapped fields with their own analyzers)."""
         return {
             "embedder": self.embedder,
@@ -208,7 +208,7 @@ class Attachment:
 
 
 def field_text(value: Any) -> str:
-    """A mapped field's value as text: a string as it is, a list's items one per line (the crawler's
+    """Return a mapped field's value as text: a string as it is, a list's items one per line (the crawler's
     ``headings``), nothing as empty."""
     if isinstance(value, str):
         return value
@@ -229,7 +229,7 @@ def field_map(
     url: str | None = None,
     id: str | None = None,
 ) -> FieldMap:
-    """The field map of a layout preset (or none) with the fields named on top; the title and text fields
+    """Return the field map of a layout preset (or none) with the fields named on top; the title and text fields
     are required without a preset."""
     if layout is not None and layout not in PRESETS:
         raise ConfigError(f"unknown layout [{layout}]: one of {', '.join(sorted(PRESETS))}", details={"layout": layout})
@@ -252,7 +252,7 @@ def field_map(
 
 
 def filter_names(fields: FieldMap) -> dict[str, str]:
-    """The filterable fields of hopsearch's passages that an attached index holds under other names."""
+    """Return the filterable fields of hopsearch's passages that an attached index holds under other names."""
     names = {"title.keyword": f"{fields.title}.keyword"}
     for ours, theirs in (("lang", fields.lang), ("url", fields.url), ("doc_id", fields.id)):
         if theirs is not None:
@@ -265,7 +265,7 @@ _NONE: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
 
 
 def _index_lang(kind: str, value: Mapping[str, Any], lang: str) -> dict[str, Any] | None:
-    """A ``lang`` clause decided by the language of a whole index (``--lang``), or None if not one."""
+    """Return a ``lang`` clause decided by the language of a whole index (``--lang``), or None if not one."""
     if kind == "exists" and value.get("field") == "lang":
         return _EVERY
     if kind in ("term", "terms") and "lang" in value:
@@ -275,7 +275,7 @@ def _index_lang(kind: str, value: Mapping[str, Any], lang: str) -> dict[str, Any
 
 
 def renamed_clause(clause: Mapping[str, Any], names: Mapping[str, str], lang: str | None = None) -> dict[str, Any]:
-    """A validated filter clause (:func:`~hopsearch.service.retrieval.filters.parse_filters`) over the fields
+    """Return a validated filter clause (:func:`~hopsearch.service.retrieval.filters.parse_filters`) over the fields
     ``names`` maps to (a field an index lacks under any name matches nothing, as over hopsearch's own);
     ``lang``: the language of every document of an index without a language field."""
     out: dict[str, Any] = {}
@@ -298,7 +298,7 @@ def renamed_clause(clause: Mapping[str, Any], names: Mapping[str, str], lang: st
 
 
 def renamed(queries: Sequence[RetrievalQuery], fields: FieldMap) -> list[RetrievalQuery]:
-    """The queries with their own filters over ``fields`` (unchanged over hopsearch's own passages)."""
+    """Return the queries with their own filters over ``fields`` (unchanged over hopsearch's own passages)."""
     names = filter_names(fields) if fields is not HOPSEARCH_FIELDS else {}
     if not names or not any(query.filters for query in queries):
         return list(queries)
