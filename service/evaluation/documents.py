@@ -21,7 +21,7 @@ def _wildcard(name: str) -> str:
 
 
 async def file_passages(store: Store, index: str, names: Iterable[str]) -> dict[str, frozenset[str]]:
-    """The passage ids of every document whose file is called ``name`` (in any folder), in ONE ``_msearch``."""
+    """Return the passage ids of every document whose file is called ``name`` (in any folder), in ONE ``_msearch``."""
     wanted = list(dict.fromkeys(names))
     searches: list[tuple[str, dict[str, Any]]] = []
     for name in wanted:
@@ -35,7 +35,7 @@ async def file_passages(store: Store, index: str, names: Iterable[str]) -> dict[
 
 
 def files_found(files: Sequence[frozenset[str]], ids: Iterable[str]) -> float | None:
-    """The share of ``files`` (each its passage ids) with a passage among ``ids``; ``None`` without files."""
+    """Return the share of ``files`` (each its passage ids) with a passage among ``ids``; ``None`` without files."""
     if not files:
         return None
     seen = set(ids)

@@ -45,7 +45,7 @@ class GoldItem:
     gold_files: tuple[frozenset[str], ...] = ()
 
     def names(self, hits: Sequence[Hit]) -> list[str]:
-        """What of each hit is matched against ``gold_titles``."""
+        """Return what of each hit is matched against ``gold_titles``."""
         if self.by == "file":
             return [PurePath(str(hit.source.get("path") or "")).name for hit in hits]
         return [hit.title for hit in hits]
@@ -59,7 +59,7 @@ class Scored:
 
 
 def query_of(spec: str, text: str, k: int, hops: int = 0) -> Query:
-    """The retrieval query of a mode spec (``hybrid:bool+rerank``); a bad spec is a :class:`ConfigError`."""
+    """Return the retrieval query of a mode spec (``hybrid:bool+rerank``); a bad spec is a :class:`ConfigError`."""
     base, _, extra = spec.partition("+")
     if extra not in ("", "rerank"):
         raise ConfigError(f"mode {spec!r}: only '+rerank' may follow a mode")
@@ -114,7 +114,7 @@ def summarize(scored: Sequence[Scored], label: str) -> dict[str, Any]:
 
 
 def row_name(spec: str, hops: int) -> str:
-    """A report's row: the mode spec, with `` hops=N`` where it hops."""
+    """Return a report's row: the mode spec, with `` hops=N`` where it hops."""
     return f"{spec} hops={hops}" if hops else spec
 
 
@@ -163,7 +163,7 @@ def trace_hit_ids(trace: Mapping[str, Any]) -> list[str]:
 
 
 def trace_recall(items: Sequence[GoldItem], traces: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The same numbers for the passages strategies retrieved over whole questions: ``traces`` maps a
+    """Return the same numbers for the passages strategies retrieved over whole questions: ``traces`` maps a
     question id to its trace document. ``passages`` is the mean number of distinct passages retrieved."""
     scored: list[Scored] = []
     counts: list[int] = []

@@ -65,7 +65,7 @@ class EvalRow:
 
 
 def evidence_recall(supporting: Sequence[str], cited_titles: Sequence[str]) -> float | None:
-    """The share of ``supporting`` titles found among ``cited_titles`` (case and spacing ignored);
+    """Return the share of ``supporting`` titles found among ``cited_titles`` (case and spacing ignored);
     ``None`` when there are no supporting titles."""
 
     def key(title: str) -> str:
@@ -78,7 +78,7 @@ def evidence_recall(supporting: Sequence[str], cited_titles: Sequence[str]) -> f
 
 
 def final_answer_type(answer: Answer) -> str | None:
-    """The ``answer_type`` of the last step that recorded one (the final answer)."""
+    """Return the ``answer_type`` of the last step that recorded one (the final answer)."""
     return next((s.answer_type for s in reversed(answer.trace.steps) if s.answer_type is not None), None)
 
 
