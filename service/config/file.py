@@ -21,7 +21,7 @@ TABLE = "hopsearch"
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The file's settings by their names as written (a ``[hopsearch]`` table's keys among them), other
+    """Return the file's settings by their names as written (a ``[hopsearch]`` table's keys among them), other
     keys and tables included for the caller to warn of; :class:`ConfigError` of one line naming the file
     where it is missing, unreadable, no TOML, or sets one setting twice."""
     if not path.exists():
@@ -46,5 +46,5 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def settings_values(found: Mapping[str, Any]) -> dict[str, Any]:
-    """The file's values under the settings' own (lower-case) names."""
+    """Return the file's values under the settings' own (lower-case) names."""
     return {key.lower(): value for key, value in found.items()}

@@ -22,13 +22,13 @@ NOT_SETTINGS_PREFIXES = ("HOPSEARCH_TEST_",)
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:
-    """The known name ``name`` most likely misspells, if any is close."""
+    """Return the known name ``name`` most likely misspells, if any is close."""
     found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
 
 
 def unknown_variables(names: Iterable[str], fields: Collection[str]) -> list[str]:
-    """A warning for each ``HOPSEARCH_*`` name (matched as the settings match them, ignoring case)
+    """Return a warning for each ``HOPSEARCH_*`` name (matched as the settings match them, ignoring case)
     that is no setting, with the closest setting's variable."""
     warnings = []
     for name in sorted(names):
@@ -44,7 +44,7 @@ def unknown_variables(names: Iterable[str], fields: Collection[str]) -> list[str
 
 
 def unknown_keys(keys: Iterable[str], fields: Collection[str], file: str) -> list[str]:
-    """A warning for each key of the settings file that is no setting (matched as the settings match
+    """Return a warning for each key of the settings file that is no setting (matched as the settings match
     them, ignoring case), with the closest setting (a variable's name, ``HOPSEARCH_EMBEDDER``, is the
     setting's name without its prefix)."""
     warnings = []
