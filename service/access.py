@@ -31,7 +31,7 @@ Identities = Literal["hopsearch", "elastic-connector"]
 
 
 def principal(name: str) -> str:
-    """A principal in its one spelling (NFKC, casefolded, trimmed): ``ＧＲＯＵＰ:ＨＲ`` is ``group:hr``."""
+    """Return a principal in its one spelling (NFKC, casefolded, trimmed): ``ＧＲＯＵＰ:ＨＲ`` is ``group:hr``."""
     return unicodedata.normalize("NFKC", name).casefold().strip()
 
 
@@ -85,7 +85,7 @@ class Caller:
 
 
 def owner_id(kind: str, by: str | None, subject: str | None = None) -> str:
-    """An owner, namespaced by who vouches for the subject: ``key:<key>`` (the key itself),
+    """Return an owner, namespaced by who vouches for the subject: ``key:<key>`` (the key itself),
     ``key:<key>/sub:<sub>`` (an end-user token the key signed; by key, not public key id, so rotation
     keeps the owner), ``idp:<issuer>/sub:<sub>`` (the subject exactly as the IdP issued it, unfolded) and
     ``cli/sub:<user>`` (the command line's ``--principal``). ``by`` is percent-encoded, so no key name or
@@ -122,11 +122,12 @@ class Scope:
     acl: AclRule = AclRule()
 
     def access(self) -> tuple[Mapping[str, Any], ...]:
-        """The caller's access filter (none for an admin): in every body that reads or counts passages."""
+        """Return the caller's access filter (none for an admin): in every body that reads or counts passages."""
         return () if self.caller.admin else (access_clause(self.caller, self.acl_default, self.acl),)
 
     def clauses(self) -> tuple[Mapping[str, Any], ...]:
-        """The filter clauses every passages search of this scope carries: the request's and the access filter."""
+        """Return the filter clauses every passages search of this scope carries: the request's and the access
+        filter."""
         return (*self.filters, *self.access())
 
 
@@ -135,7 +136,7 @@ NOTHING: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
 
 
 def access_clause(caller: Caller, acl_default: AclDefault = "private", rule: AclRule = AclRule()) -> dict[str, Any]:
-    """The passages ``caller`` may read: those whose ACL field (``rule``; hopsearch's ``acl``) names one of
+    """Return the passages ``caller`` may read: those whose ACL field (``rule``; hopsearch's ``acl``) names one of
     its principals or ``public``, and, where ``acl_default`` is ``public``, those without one (made before
     permissions, or loaded without). An index without that field at all reads the same way: ``terms`` on an
     unmapped field matches nothing, ``exists`` on it nothing either; where ``rule`` names no field, nothing."""
@@ -167,7 +168,7 @@ CONNECTOR_PREFIXES = {"user": ("email:", "user_id:", "user:", "account_id:"), "g
 
 
 def connector_principal(value: str) -> str:
-    """The principal an Elastic connector's ``_allow_access_control`` value names: ``email:x``,
+    """Return the principal an Elastic connector's ``_allow_access_control`` value names: ``email:x``,
     ``user_id:x``, ``user:x``, ``account_id:x`` → ``user:x``; ``group:x``, ``group_id:x``, ``role:x`` →
     ``group:x``; a bare value (a group id, as several connectors write them) → ``group:<value>``."""
     spelt = principal(value)
@@ -179,7 +180,7 @@ def connector_principal(value: str) -> str:
 
 
 def connector_values(principals: Iterable[str]) -> list[str]:
-    """The ``_allow_access_control`` values that name these principals (:func:`connector_principal`,
+    """Return the ``_allow_access_control`` values that name these principals (:func:`connector_principal`,
     inverted): every prefix of their kind, and a group's bare id. ``public`` names none."""
     values: set[str] = set()
     for name in principals:
@@ -197,7 +198,7 @@ _MAX_PRINCIPAL = 256
 
 
 def document_principal(name: str) -> str:
-    """A principal of a passage's ``acl`` in its one spelling (:func:`principal`), or :data:`PRIVATE`;
+    """Return a principal of a passage's ``acl`` in its one spelling (:func:`principal`), or :data:`PRIVATE`;
     ``ValueError`` saying what is wrong with any other: ``public``, ``user:<name>`` or ``group:<name>``, a
     name without control characters, commas or wildcards (a passage names principals, not patterns)."""
     if not isinstance(name, str):
@@ -219,7 +220,7 @@ def document_principal(name: str) -> str:
 
 
 def document_acl(names: Iterable[str]) -> list[str]:
-    """The ``acl`` of a passage from principals (each checked by :func:`document_principal`), sorted and
+    """Return the ``acl`` of a passage from principals (each checked by :func:`document_principal`), sorted and
     without repeats; :data:`PRIVATE` stands alone. ``ValueError`` naming the bad one; an empty list too (it
     would read as ``acl_default``: say ``private`` for admins only)."""
     acl = sorted({document_principal(name) for name in names})

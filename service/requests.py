@@ -122,7 +122,7 @@ class AskRequest:
     conversation: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def trace_options(self) -> dict[str, Any]:
-        """The options as the trace records them (the filters beside them, as before)."""
+        """Return the options as the trace records them (the filters beside them, as before)."""
         return {**self.options.to_dict(), "filters": [dict(f) for f in self.scope.filters]}
 
     def trace_scope(self) -> dict[str, Any]:

@@ -36,7 +36,7 @@ _HIT_SETTERS = tuple(Hit.__dict__[name].__set__ for name in ("id", "score", "tit
 
 
 def make_hit(id: str, score: float, title: str, text: str, source: Mapping[str, Any]) -> Hit:
-    """The same frozen :class:`Hit` as ``Hit(id, score, title, text, source)``, built by its slots
+    """Return the same frozen :class:`Hit` as ``Hit(id, score, title, text, source)``, built by its slots
     directly: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (five
     generic calls), twice the cost of this; a DualRAG step builds ~600 hits."""
     hit = _new_object(Hit)
