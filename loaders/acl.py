@@ -44,7 +44,7 @@ PUBLIC_ACL = (PUBLIC,)
 
 
 def acl_value(value: Any) -> list[str]:
-    """The ``acl`` of a record's field: a string (comma-separated principals) or a list of strings;
+    """Return the ``acl`` of a record's field: a string (comma-separated principals) or a list of strings;
     ``ValueError`` saying what is wrong."""
     if isinstance(value, str):
         names = [part.strip() for part in value.split(",") if part.strip()]
@@ -80,7 +80,7 @@ class Sidecar:
     rules: tuple[tuple[str, tuple[str, ...]], ...]
 
     def acl_of(self, path: Path) -> tuple[str, ...] | None:
-        """The ACL of the last rule matching ``path`` (a file below :attr:`folder`), or None."""
+        """Return the ACL of the last rule matching ``path`` (a file below :attr:`folder`), or None."""
         relative = PurePosixPath(Path(os.path.relpath(path, self.folder)).as_posix())
         found: tuple[str, ...] | None = None
         for pattern, acl in self.rules:
@@ -141,7 +141,7 @@ class FolderAcls:
                 self.sidecar(above)
 
     def acl_of(self, path: Path) -> tuple[str, ...] | None:
-        """The ACL of the file ``path`` (absolute), or None (no sidecar matches it and no ``--acl``)."""
+        """Return the ACL of the file ``path`` (absolute), or None (no sidecar matches it and no ``--acl``)."""
         for folder in path.parents:
             sidecar = self.sidecar(folder)
             if sidecar is not None and (found := sidecar.acl_of(path)) is not None:

@@ -68,7 +68,7 @@ class LoadFunction(Protocol):
 
 
 def _file_loader(name: str, make: Callable[[Path, Embedder | None], Source], doc: str) -> LoadFunction:
-    """The entry point of a kind read from one file: ``make`` builds its source for a load."""
+    """Return the entry point of a kind read from one file: ``make`` builds its source for a load."""
 
     async def load(
         store: Store,
@@ -151,7 +151,7 @@ async def ensure_qa_contexts(
     progress: Progress | None = None,
     config: LoadConfig | None = None,
 ) -> LoadReport:
-    """The context paragraphs of a question file, through the same pipeline as :func:`load_qa_contexts`
+    """Return the context paragraphs of a question file, through the same pipeline as :func:`load_qa_contexts`
     (checkpoint, dead letters, reconciliation) — for ``demo`` and ``eval``, which run it every time.
 
     ``records``: the first questions of ``path`` already read (``eval --limit``); only their paragraphs

@@ -44,7 +44,7 @@ def cut(
     make: Callable[[int], SourceBatch] = SourceBatch,
     after: int | None = None,
 ) -> Iterator[SourceBatch]:
-    """The batches of ``units`` (one per position after ``start_after``, in order).
+    """Yield the batches of ``units`` (one per position after ``start_after``, in order).
 
     ``after``: where the first batch starts when the source passed over positions without reading them
     (DPR's header is line 1): that batch is yielded even if it reads nothing, so the checkpoint moves on.
@@ -88,7 +88,7 @@ class FileSource:
         return self.path.stat().st_size
 
     def own_passages(self) -> dict[str, Any]:
-        """The passages of this kind (``source`` is the kind: a file's passages do not record which file)."""
+        """Return the passages of this kind (``source`` is the kind: a file's passages do not record which file)."""
         return {"term": {"source": self.kind}}
 
 
@@ -100,7 +100,7 @@ class LineSource(FileSource):
     header: bytes | None = None
 
     def reader(self) -> LineFill:
-        """The fill of one load (its state, such as the time stamp of its documents, made once)."""
+        """Return the fill of one load (its state, such as the time stamp of its documents, made once)."""
         raise NotImplementedError
 
     def batches(self, start_after: int, batch_size: int, limit: int | None) -> Iterator[SourceBatch]:

@@ -50,7 +50,7 @@ ACTION_TAIL = b"}}\n"
 
 
 def ndjson_body(batch: SourceBatch) -> bytes:
-    """The ``_bulk`` body of a batch: an action line and a source line per document."""
+    """Return the ``_bulk`` body of a batch: an action line and a source line per document."""
     if batch.encoded:
         return b"".join(batch.encoded)
     # one exact-size object per document: keeping orjson's own outputs alive in a long list until the
@@ -99,7 +99,7 @@ async def send_batch(
 
 
 async def _post(store: Store, index: str, body: bytes, count: int, options: LoadOptions) -> dict[str, Any]:
-    """The first attempt's ``_bulk`` request, sent again after a back-off where it timed out."""
+    """Return the first attempt's ``_bulk`` request, sent again after a back-off where it timed out."""
     attempt, backoff = 1, options.initial_backoff
     while True:
         try:

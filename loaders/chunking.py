@@ -31,7 +31,7 @@ class Chunk:
 
 
 def _pieces(text: str, max_words: int) -> Iterator[list[str]]:
-    """A paragraph as word lists of at most ``max_words``, cut at sentence ends where possible."""
+    """Yield a paragraph as word lists of at most ``max_words``, cut at sentence ends where possible."""
     words = text.split()
     if len(words) <= max_words:
         yield words
@@ -58,7 +58,7 @@ def _pieces(text: str, max_words: int) -> Iterator[list[str]]:
 def chunk_blocks(
     blocks: Sequence[Block], *, min_words: int = 100, max_words: int = 200, overlap: int = 30
 ) -> list[Chunk]:
-    """The chunks of one document (see the module docstring)."""
+    """Return the chunks of one document (see the module docstring)."""
     path: list[tuple[int, str]] = []
     chunks: list[Chunk] = []
     paras: list[list[str]] = []
@@ -98,7 +98,7 @@ def chunk_blocks(
 
 
 def _sentences_ja(text: str, max_chars: int) -> Iterator[str]:
-    """A Japanese paragraph as sentences (each keeps its end mark or line break), none over ``max_chars``."""
+    """Yield a Japanese paragraph as sentences (each keeps its end mark or line break), none over ``max_chars``."""
     for match in _SENTENCE_JA.finditer(text):
         sentence = match.group()
         if len(sentence) > max_chars:  # cut by position (re-slicing the rest each time is quadratic)
@@ -112,7 +112,7 @@ def _sentences_ja(text: str, max_chars: int) -> Iterator[str]:
 def chunk_blocks_ja(
     blocks: Sequence[Block], *, min_chars: int = 300, max_chars: int = 600, overlap: int = 100
 ) -> list[Chunk]:
-    """The chunks of one Japanese document, sized in characters (see the module docstring)."""
+    """Return the chunks of one Japanese document, sized in characters (see the module docstring)."""
     path: list[tuple[int, str]] = []
     chunks: list[Chunk] = []
     paras: list[list[str]] = []
@@ -163,7 +163,7 @@ def chunk_blocks_ja(
 
 
 def chunk_document(blocks: Sequence[Block], lang: str, *, min_words: int = 100, max_words: int = 200) -> list[Chunk]:
-    """The chunks of one document in its language: characters for Japanese, words otherwise."""
+    """Return the chunks of one document in its language: characters for Japanese, words otherwise."""
     if lang == "ja":
         return chunk_blocks_ja(blocks)
     return chunk_blocks(blocks, min_words=min_words, max_words=max_words)

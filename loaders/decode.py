@@ -33,7 +33,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
 
 
 def _declared(data: bytes) -> str | None:
-    """The codec an HTML page's first 4 KiB declare, or None (unknown names count as none)."""
+    """Return the codec an HTML page's first 4 KiB declare, or None (unknown names count as none)."""
     match = _META_CHARSET.search(data[:4096])
     if match is None:
         return None
@@ -89,7 +89,7 @@ def _by_bom(data: bytes) -> str | None:
 
 
 def decode_text(data: bytes, *, html: bool = False) -> str:
-    """The text of ``data`` (see the module docstring); ``html`` also honours a declared charset."""
+    """Return the text of ``data`` (see the module docstring); ``html`` also honours a declared charset."""
     if (text := _by_bom(data)) is not None:
         return text
     declared = _declared(data) if html else None

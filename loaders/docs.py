@@ -168,7 +168,7 @@ class DocsSource:
         return len(self.files) + len(self.walk_errors)
 
     def own_passages(self) -> dict[str, Any]:
-        """The chunks of this folder's files (of the one file, with ``only``), but for those under a
+        """Return the chunks of this folder's files (of the one file, with ``only``), but for those under a
         directory that could not be listed: unknown, not gone."""
         where = {"term": {"path": str(self.only)}} if self.only else {"prefix": {"path": f"{self.path}{os.sep}"}}
         unknown = [{"prefix": {"path": f"{folder.rstrip(os.sep)}{os.sep}"}} for folder, _ in self.walk_errors]

@@ -128,7 +128,7 @@ _DOC_ID = b',"source":"dpr","doc_id":'
 
 
 def _split_acl(line: bytes) -> tuple[bytes, list[str] | str]:
-    """A line of a file with an ``acl`` column: the line without it, and the passage's acl (an empty cell:
+    """Return a line of a file with an ``acl`` column: the line without it, and the passage's acl (an empty cell:
     public) or the reason to reject the line. Principals hold no tab, so the column is after the last one."""
     body, tab, cell = line.rstrip(b"\r\n").rpartition(b"\t")
     if not tab:
@@ -141,7 +141,7 @@ def _split_acl(line: bytes) -> tuple[bytes, list[str] | str]:
 
 
 def parse_line(line: bytes) -> list[str] | tuple[str, str]:
-    """The fields ``[id, text, title]`` of one (non-blank) line, or ``(reason, raw)`` to reject it.
+    """Return the fields ``[id, text, title]`` of one (non-blank) line, or ``(reason, raw)`` to reject it.
 
     Three tab-separated fields, each plain or wholly quoted with only doubled quotes inside, with a
     short id and some text, are taken apart here field by field (nearly every line of
@@ -177,7 +177,7 @@ def parse_line(line: bytes) -> list[str] | tuple[str, str]:
 
 
 def _unquoted(field: str) -> str | None:
-    """The value of a wholly quoted field with only doubled quotes inside (what ``csv`` returns), else
+    """Return the value of a wholly quoted field with only doubled quotes inside (what ``csv`` returns), else
     ``None`` for the ``csv`` module to decide."""
     # split at every quote (a fast one-character search, unlike a replace of '""'): the outer quotes
     # leave an empty first and last piece, and quotes inside must come in pairs, so every other piece

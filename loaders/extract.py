@@ -244,7 +244,7 @@ EXTRACTOR_VERSION = 3
 
 
 def extractor_version(suffix: str) -> int:
-    """The version of the code that turns a file of this suffix into text, stored with its chunks
+    """Return the version of the code that turns a file of this suffix into text, stored with its chunks
     (``metadata.extractor``; chunks without one are version 1): a file whose chunks are older is read
     again even when its bytes are unchanged. One version for every suffix (the rules they share changed
     together)."""

@@ -65,7 +65,7 @@ def record(state_dir: Path, prefix: str, report: LoadReport, started_at: datetim
 
 
 def past_loads(state_dir: Path, prefix: str | None = None) -> list[PastLoad]:
-    """Recorded loads, newest first (of one index prefix where given); unreadable files are skipped."""
+    """Return recorded loads, newest first (of one index prefix where given); unreadable files are skipped."""
     loads = []
     for path in reports_dir(state_dir).glob("*.json"):
         try:

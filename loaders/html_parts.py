@@ -24,7 +24,7 @@ def _span(cell: LexborNode, name: str) -> int:
 
 
 def closest(node: LexborNode, tag: str) -> LexborNode | None:
-    """The nearest ancestor of ``node`` with ``tag``, if any."""
+    """Return the nearest ancestor of ``node`` with ``tag``, if any."""
     parent = node.parent
     while parent is not None and parent.tag != tag:
         parent = parent.parent
@@ -32,7 +32,7 @@ def closest(node: LexborNode, tag: str) -> LexborNode | None:
 
 
 def _rows(table: LexborNode) -> list[list[str]]:
-    """The table's own rows (not a nested table's), each cell under its column."""
+    """Return the table's own rows (not a nested table's), each cell under its column."""
     rows: list[list[str]] = []
     carried: dict[int, tuple[str, int]] = {}  # column -> (text, rows it still spans)
     for tr in table.css("tr"):
@@ -56,7 +56,7 @@ def _rows(table: LexborNode) -> list[list[str]]:
 
 
 def html_table(table: LexborNode, level: int) -> list[Block]:
-    """A ``<table>``'s blocks: its caption, then its rows as records (see :func:`table_blocks`)."""
+    """Return a ``<table>``'s blocks: its caption, then its rows as records (see :func:`table_blocks`)."""
     caption = table.css_first("caption")
     rows = _rows(table)
     if caption is not None and (text := collapse(caption.text(separator=""))):
@@ -65,7 +65,7 @@ def html_table(table: LexborNode, level: int) -> list[Block]:
 
 
 def own_text(item: LexborNode) -> str:
-    """A list item's own text (its paragraphs included), without the lists and tables nested in it."""
+    """Return a list item's own text (its paragraphs included), without the lists and tables nested in it."""
     nested = ("ul", "ol", "table")
     parts = [
         f"\n{child.text(separator='')}\n" if child.tag in _BLOCK_TAGS else child.text(separator="")
@@ -76,7 +76,7 @@ def own_text(item: LexborNode) -> str:
 
 
 def item_text(item: LexborNode) -> str:
-    """A list item's own text after the (short) texts of the items it is nested in."""
+    """Return a list item's own text after the (short) texts of the items it is nested in."""
     parents: list[str] = []
     parent = closest(item, "li")
     while parent is not None:

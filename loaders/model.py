@@ -94,7 +94,7 @@ class Source(Protocol):
     resumable: bool
 
     def own_passages(self) -> dict[str, Any]:
-        """The query of the passages this load writes: what a ``--rebuild`` replaces (the rest of the
+        """Return the query of the passages this load writes: what a ``--rebuild`` replaces (the rest of the
         index is copied into the new version)."""
 
     def total(self) -> int | None:

@@ -58,7 +58,7 @@ _TEMPLATE_TITLES = {"PowerPoint Presentation", "PowerPoint プレゼンテーシ
 
 
 def _cell_text(value: object) -> str:
-    """A cell's value as text: integers without ``.0``, floats to Excel's 15 digits, dates without a midnight."""
+    """Return a cell's value as text: integers without ``.0``, floats to Excel's 15 digits, dates without a midnight."""
     from openpyxl.cell.cell import ERROR_CODES
 
     if value is None:
@@ -76,7 +76,7 @@ def _cell_text(value: object) -> str:
 
 
 def _sheet_rows(sheet: ReadOnlyWorksheet) -> Iterator[list[str]]:
-    """The sheet's rows, each row's cells by column (``""`` for an empty one), streamed."""
+    """Yield the sheet's rows, each row's cells by column (``""`` for an empty one), streamed."""
     # The stored dimension may be stale or claim the whole grid (A1:XFD1048576), and openpyxl pads every
     # row and every gap to it: without it a row is as wide as its last cell and missing rows cost nothing.
     sheet.reset_dimensions()
@@ -85,7 +85,7 @@ def _sheet_rows(sheet: ReadOnlyWorksheet) -> Iterator[list[str]]:
 
 
 def _sheet_blocks(sheet: ReadOnlyWorksheet) -> list[Block]:
-    """A sheet's rows, streamed: each table region (rows between empty rows) read under its header row as
+    """Return a sheet's rows, streamed: each table region (rows between empty rows) read under its header row as
     records (:func:`~hopsearch.loaders.tables.read_table`); a title above the region, even with an empty
     row between, is its caption; a region below a table that starts with no header row of its own (the
     table went on after an empty row) keeps that table's header."""
@@ -151,7 +151,7 @@ def _texts(frame_paragraphs: Iterable[str]) -> list[str]:
 
 
 def _shape_blocks(shape: BaseShape) -> Iterator[Block]:
-    """The paragraphs of one shape (a group's shapes in order, a table's rows as records)."""
+    """Yield the paragraphs of one shape (a group's shapes in order, a table's rows as records)."""
     from pptx.enum.shapes import PP_PLACEHOLDER
     from pptx.shapes.graphfrm import GraphicFrame
     from pptx.shapes.group import GroupShape
@@ -170,7 +170,7 @@ def _shape_blocks(shape: BaseShape) -> Iterator[Block]:
 
 
 def _slide_blocks(slide: Slide, number: int) -> tuple[str, list[Block]]:
-    """The slide's title (empty where it has none) and its section (none for a slide without text)."""
+    """Return the slide's title (empty where it has none) and its section (none for a slide without text)."""
     title_shape = slide.shapes.title
     title = collapse(title_shape.text_frame.text) if title_shape is not None and title_shape.has_text_frame else ""
     title_id = title_shape.shape_id if title_shape is not None else None  # python-pptx makes a new proxy per access
@@ -214,7 +214,7 @@ def _docx_paragraph(paragraph: Paragraph) -> Block | None:
 
 
 def _docx_rows(table: Table, level: int) -> list[Block]:
-    """A table's rows as records under its header row, its caption a heading of ``level``."""
+    """Return a table's rows as records under its header row, its caption a heading of ``level``."""
     return table_blocks([[collapse(cell.text) for cell in row.cells] for row in table.rows], level=level)
 
 

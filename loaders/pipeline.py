@@ -237,10 +237,10 @@ def _with_language(
 
 @contextmanager
 def _few_gc_passes() -> Iterator[None]:
-    """A load makes millions of short-lived, acyclic dicts and strings, and each default-threshold pass
-    of the cycle collector walks the batches in flight: ~10% of the loader's CPU for nothing. For the
-    duration of a load the objects of the program so far are frozen out of the passes and the first
-    threshold is raised; both are restored afterwards."""
+    """Keep the cycle collector's passes few during a load. A load makes millions of short-lived, acyclic dicts and
+    strings, and each default-threshold pass of the cycle collector walks the batches in flight: ~10% of the loader's
+    CPU for nothing. For the duration of a load the objects of the program so far are frozen out of the passes and the
+    first threshold is raised; both are restored afterwards."""
     before = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(max(before[0], 50_000), *before[1:])
@@ -293,7 +293,7 @@ async def run_load(
 def _previous_load(
     source: Source, options: LoadOptions, ck_path: Path, embedder: Embedder | None
 ) -> tuple[Checkpoint | None, str]:
-    """The checkpoint a ``--resume`` goes on from (None: start over), and why it started over instead."""
+    """Return the checkpoint a ``--resume`` goes on from (None: start over), and why it started over instead."""
     resolved = str(source.path.resolve())
     previous = read_checkpoint(ck_path) if options.resume else None
     if previous is not None and (previous.source != resolved or previous.kind != source.kind):
@@ -340,7 +340,7 @@ class _Run:
         self.counts = VectorCounts()
 
     async def load(self) -> Checkpoint:
-        """Opens the target, sends every batch, copies the rest of a rebuild; the checkpoint at the end."""
+        """Open the target, send every batch, copy the rest of a rebuild; return the checkpoint at the end."""
         try:
             held, checkpoint = await self._open()
             async with held:
@@ -400,7 +400,7 @@ class _Run:
         return checkpoint, ja_analysis
 
     async def _names(self, meta: Mapping[str, Any]) -> int:
-        """The names recipe the load fills: an index made before names gets the field in place (its
+        """Return the names recipe the load fills: an index made before names gets the field in place (its
         ``_meta`` says so once the load is done, :meth:`finish`)."""
         if not isinstance(meta.get("names"), int):
             await self.store.add_names_field(self.index)
@@ -408,7 +408,7 @@ class _Run:
         return NAMES_VERSION
 
     async def _copy_rest(self, ja_analysis: str | None) -> None:
-        """A rebuild of one source's passages copies the other sources' passages from the old index."""
+        """Copy the other sources' passages from the old index, for a rebuild of one source's passages."""
         old = await self.store.passages_index() if self.swap else None
         if old is not None and old != self.index:
             own = self.source.own_passages()
@@ -431,7 +431,7 @@ class _Run:
 
 
 def _left_over(ck_path: Path, index: str) -> dict[str, Any] | None:
-    """The settings a stopped load of this source into ``index`` could not restore (a block refused
+    """Return the settings a stopped load of this source into ``index`` could not restore (a block refused
     them), for a load that starts over instead of resuming (a docs load always does) to restore."""
     try:
         earlier = read_checkpoint(ck_path)

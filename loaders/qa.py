@@ -54,7 +54,7 @@ Unit = tuple[int, dict[str, Any], int, tuple[str, dict[str, Any]] | str]
 
 
 def _items(path: Path, record: Any | InputError, number: int) -> list[tuple[str, dict[str, Any]] | str]:
-    """A record's paragraphs as ``(id, paragraph)``, or one reason it cannot be read."""
+    """Return a record's paragraphs as ``(id, paragraph)``, or one reason it cannot be read."""
     if isinstance(record, InputError) or not isinstance(record, dict):
         return [record.reason if isinstance(record, InputError) else "a record must be a JSON object"]
     try:

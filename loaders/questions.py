@@ -111,7 +111,7 @@ def parse_record(record: Mapping[str, Any], *, source: str, position: int) -> QA
 
 
 def supporting_titles(record: Mapping[str, Any], dataset: Dataset) -> tuple[str, ...]:
-    """The supporting paragraphs' titles: ``supporting_facts`` ``[title, sentence]`` pairs (HotpotQA,
+    """Return the supporting paragraphs' titles: ``supporting_facts`` ``[title, sentence]`` pairs (HotpotQA,
     2Wiki) or the MuSiQue paragraphs marked ``is_supporting``; malformed entries are skipped."""
     if dataset == "docs":
         raw = list(record.get("supporting") or [])

@@ -91,7 +91,7 @@ async def copy_rest(
 
 
 def rebuild_advice(exc: EmbedderMismatch, kind: str, path: Path, named: str | None) -> EmbedderMismatch:
-    """The embedder refusal of a load, with the command that gets the vectors and keeps every passage."""
+    """Return the embedder refusal of a load, with the command that gets the vectors and keeps every passage."""
     fact = str(exc).split("; rebuild it")[0]  # the store's own, shorter advice gives way to this one
     if named is not None:
         advice = (

@@ -69,7 +69,7 @@ def error_text(info: Mapping[str, Any]) -> str:
 
 
 def is_block(info: Mapping[str, Any]) -> bool:
-    """A block refused this item (429 under the flood stage's block, 403 under a write block): retrying
+    """Tell whether a block refused this item (429 under the flood stage's block, 403 under a write block): retrying
     it is no use until someone lifts the block."""
     return error_type(info) == "cluster_block_exception"
 
@@ -82,7 +82,7 @@ def cluster_side(info: Mapping[str, Any]) -> bool:
 
 
 def block_advice(text: str, index: str) -> str | None:
-    """What a block named in ``text`` (an Elasticsearch reason) is and how to lift it; ``None`` when the
+    """Return what a block named in ``text`` (an Elasticsearch reason) is and how to lift it; ``None`` when the
     text names none."""
     if "index_closed_exception" in text:
         return f"index [{index}] is closed: open it (POST /{index}/_open)"
@@ -113,7 +113,7 @@ def stopped(
     *,
     resumable: bool = True,
 ) -> StoreError:
-    """The error of a load that Elasticsearch stopped: what happened (a block named, with how to lift
+    """Return the error of a load that Elasticsearch stopped: what happened (a block named, with how to lift
     it), where the load stopped and how to go on (``position``: the checkpoint's, ``None`` before there
     was one; a load that is not ``resumable`` is run again), and whether the index kept its load-time
     settings."""

@@ -95,7 +95,7 @@ def records(header: Sequence[str], rows: Iterable[Sequence[str]]) -> Iterator[Bl
 
 
 def read_table(rows: Iterable[Sequence[str]], *, level: int) -> tuple[list[str] | None, Iterator[Block]]:
-    """A table's header row (``None`` where it has none to read records by) and its blocks (see the module
+    """Return a table's header row (``None`` where it has none to read records by) and its blocks (see the module
     docstring), read as they are iterated: its caption as a heading of ``level`` (a paragraph where
     ``level`` is 0) where it has one, then its rows as records under the header."""
     rows = (row for row in rows if _values(row))
@@ -113,12 +113,12 @@ def read_table(rows: Iterable[Sequence[str]], *, level: int) -> tuple[list[str] 
 
 
 def table_blocks(rows: Iterable[Sequence[str]], *, level: int) -> list[Block]:
-    """A table's blocks (see :func:`read_table`)."""
+    """Return a table's blocks (see :func:`read_table`)."""
     return list(read_table(rows, level=level)[1])
 
 
 def outline(blocks: Sequence[Block]) -> list[Block]:
-    """The blocks with each heading below another heading written as its path (``本社 > 管理本部 > 総務部``)."""
+    """Return the blocks with each heading below another heading written as its path (``本社 > 管理本部 > 総務部``)."""
     path: list[tuple[int, str]] = []
     out: list[Block] = []
     for block in blocks:
@@ -132,5 +132,5 @@ def outline(blocks: Sequence[Block]) -> list[Block]:
 
 
 def path_of(parents: Sequence[str], text: str) -> str:
-    """A nested list item's text after its parents' (``本社 > 管理本部 > 総務部``)."""
+    """Return a nested list item's text after its parents' (``本社 > 管理本部 > 総務部``)."""
     return PATH_SEP.join([*parents, text]) if parents else text

@@ -29,7 +29,7 @@ LOAD_SETTINGS = {"refresh_interval": "-1", "number_of_replicas": 0}
 
 
 def load_settings(wait_for_active_shards: str | None) -> dict[str, Any]:
-    """The index settings during a load: :data:`LOAD_SETTINGS`, with the replicas a numeric
+    """Return the index settings during a load: :data:`LOAD_SETTINGS`, with the replicas a numeric
     ``wait_for_active_shards`` needs (``2`` keeps one replica; ``all`` means the copies there are)."""
     copies = int(wait_for_active_shards) if wait_for_active_shards and wait_for_active_shards.isdigit() else 1
     return {**LOAD_SETTINGS, "number_of_replicas": max(0, copies - 1)}
@@ -82,7 +82,7 @@ async def embedder_of_index(
     index: str | None = None,
     embedders: LocalEmbedders | None = None,
 ) -> Embedder | None:
-    """The embedder a load into ``index`` (default: the passages alias) embeds with: ``embedder``, or,
+    """Return the embedder a load into ``index`` (default: the passages alias) embeds with: ``embedder``, or,
     where the index already holds vectors of another embedder this version knows (an older id, the
     other precision), that one, so an index never mixes them and a change of the configured embedder
     strands no index; ``--rebuild`` moves the index to ``embedder``."""
@@ -121,7 +121,7 @@ class LoadSettings:
         self.unrestored: str | None = None
 
     async def remember(self) -> dict[str, Any]:
-        """The settings to restore after the load (recorded in the checkpoint before anything changes)."""
+        """Return the settings to restore after the load (recorded in the checkpoint before anything changes)."""
         if self.restore is None:
             current = await self.store.get_settings(self.index)
             refresh = current.get("refresh_interval")

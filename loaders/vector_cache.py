@@ -49,12 +49,12 @@ INSERT OR IGNORE INTO totals VALUES (0, 0);
 
 
 def content_hash(text: str) -> str:
-    """The key of a text's vector: SHA-256 of its UTF-8 bytes (the exact text the embedder was given)."""
+    """Return the key of a text's vector: SHA-256 of its UTF-8 bytes (the exact text the embedder was given)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def passage_text(body: dict[str, object]) -> str:
-    """The text a load embeds for a passage (title, a newline, text)."""
+    """Return the text a load embeds for a passage (title, a newline, text)."""
     return f"{body.get('title', '')}\n{body.get('text', '')}"
 
 
@@ -81,7 +81,7 @@ class VectorCache:
 
     @classmethod
     def for_settings(cls, settings: Settings | LoadConfig) -> VectorCache | None:
-        """The cache of these settings (``<cache_dir>/vectors.sqlite3``, ``vector_cache_mb``), None if off."""
+        """Return the cache of these settings (``<cache_dir>/vectors.sqlite3``, ``vector_cache_mb``), None if off."""
         if settings.vector_cache_mb <= 0:
             return None
         path = settings.cache_dir / FILE_NAME
@@ -97,7 +97,7 @@ class VectorCache:
             return None
 
     def get_many(self, embedder: str, hashes: Sequence[str]) -> dict[str, list[float]]:
-        """The cached vectors of ``hashes`` (those there are) for ``embedder``, by hash."""
+        """Return the cached vectors of ``hashes`` (those there are) for ``embedder``, by hash."""
         found: dict[str, list[float]] = {}
         wanted = list(dict.fromkeys(hashes))
         for start in range(0, len(wanted), _CHUNK):

@@ -263,7 +263,7 @@ def _index_key(key: str) -> bool:
 
 
 def _body_keys(call: ProxiedCall, value: Any, where: str) -> Iterator[Named]:
-    """Return the value of every key ending in ``index``/``indices`` anywhere in a parsed body (an object under
+    """Yield the value of every key ending in ``index``/``indices`` anywhere in a parsed body (an object under
     such a key is walked into, not read as names)."""
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
