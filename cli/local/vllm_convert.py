@@ -43,15 +43,15 @@ GEMMA_TEMPLATE = (
 )
 #: Written beside the weights; a folder without it (or with another) is converted again.
 MARKER = "hopsearch-conversion.json"
-CONVERSION_VERSION = 1
+CONVERSION_VERSION = 3
 
 
 def _module(name: str) -> Any:
     return importlib.import_module(name)
 
 
-def _weights(gguf: Path, dtype: str) -> tuple[dict[str, Any], Any]:
-    """The dequantized weights in ``dtype`` (shared tensors left out) and the model's config."""
+def _weights(gguf: Path, dtype: str) -> tuple[dict[str, Any], Any, str]:
+    """The dequantized weights in ``dtype`` (shared tensors left out), the model's config and its class."""
     torch, transformers = _module("torch"), _module("transformers")
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype)
@@ -61,7 +61,17 @@ def _weights(gguf: Path, dtype: str) -> tuple[dict[str, Any], Any]:
         state.pop("lm_head.weight", None)
     tensors = {name: tensor.detach().to(getattr(torch, dtype)).contiguous() for name, tensor in state.items()}
     model.config.torch_dtype = dtype
-    return tensors, model.config
+    return tensors, model.config, type(model).__name__
+
+
+def _plain_config(path: Path, architecture: str) -> None:
+    """Drop the GGUF's ``quantization_config`` from ``config.json`` (the weights written are plain tensors;
+    vLLM refuses the method: ``Unknown quantization method: gguf``) and name the model class, which the
+    GGUF's config lacks (vLLM then takes the text model for an embedding model)."""
+    config = json.loads(path.read_text())
+    config.pop("quantization_config", None)
+    config["architectures"] = [architecture]
+    path.write_text(json.dumps(config, indent=2))
 
 
 def _tokenizer(gguf: Path, out: Path) -> dict[str, Any]:
@@ -88,9 +98,10 @@ def convert(gguf: Path, out: Path, dtype: str) -> dict[str, Any]:
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    tensors, config = _weights(gguf, dtype)
+    tensors, config, architecture = _weights(gguf, dtype)
     _module("safetensors.torch").save_file(tensors, str(partial / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(str(partial))
+    _plain_config(partial / "config.json", architecture)
     tokens = _tokenizer(gguf, partial)
     generation = {"bos_token_id": tokens["bos_token_id"], "eos_token_id": tokens["eos"], "pad_token_id": 0}
     (partial / "generation_config.json").write_text(json.dumps(generation, indent=2))
