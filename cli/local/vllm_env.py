@@ -59,7 +59,10 @@ def ready(settings: Settings) -> bool:
     if not stamp.is_file() or not stamp.read_text().startswith(STAMP):
         return False
     check = [str(env_python(settings)), "-c", "import vllm, gguf, accelerate"]
-    return subprocess.run(check, capture_output=True, check=False).returncode == 0
+    try:
+        return subprocess.run(check, capture_output=True, check=False).returncode == 0
+    except OSError:  # no Python there
+        return False
 
 
 def requirements(metadata: str, torch_version: str = TORCH_VERSION) -> list[str]:
