@@ -329,6 +329,15 @@ def vectors_check(index: str, meta: dict[str, Any] | None, embedder: Embedder | 
     )
 
 
+async def engine_line(client: LLMClient) -> str:
+    """Which server answers and its release (vLLM's ``GET /version``), and how a stop string is read there."""
+    engine = await client.engine()
+    version = await client.server_version() if engine == "vllm" else None
+    fallback = client.settings.llm_stop_fallback
+    how = "stop strings from stop_reason" if engine == "vllm" else f"stop strings found by {fallback}"
+    return f"{engine}{f' {version}' if version else ''} ({how})"
+
+
 @click.command("doctor")
 def doctor() -> None:
     """Check Java, Elasticsearch, the embedder (what search does with the index's vectors) and the LLM
@@ -379,13 +388,17 @@ def doctor() -> None:
     except HopsearchError as exc:
         report(False, "embedder", str(exc))
 
-    async def llm() -> list[LlmProbe]:
+    async def llm() -> tuple[list[LlmProbe], str | None]:
         async with LLMClient(settings) as client:
-            return await probe_llm(client, settings.health_timeout)
+            probes = await probe_llm(client, settings.health_timeout)
+            return probes, await engine_line(client) if any(p.state == "ready" for p in probes) else None
 
-    for probe in asyncio.run(llm()):
+    probes, engine = asyncio.run(llm())
+    for probe in probes:
         detail = {"ready": "answered", "busy": "busy (connection open, no answer yet)"}.get(probe.state, "unreachable")
         detail = f"{probe.url} {detail} in {probe.ms:.0f} ms" + (f": {probe.error}" if probe.error else "")
         report(probe.state != "unreachable", "llm", detail)
+    if engine is not None:
+        report(True, "llm engine", engine)
     if problems:
         raise SystemExit(1)

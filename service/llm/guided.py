@@ -79,6 +79,34 @@ async def guided_fields(client: LLMClient, guide: Guide) -> tuple[dict[str, Any]
     return {}, "none"
 
 
+#: The methods of vLLM's guided decoding: a release that does not know the field ignores it (HTTP 200,
+#: unconstrained output; vLLM 0.32 only logs it), so their outputs are checked (:func:`check_obeyed`).
+VLLM_METHODS = frozenset({"structured_outputs", "guided", "guided+structured_outputs"})
+
+
+def obeys(text: str, guide: Guide) -> bool:
+    """Whether ``text`` is in the language of ``guide`` (one of its strings, or a full match of its regex)."""
+    if guide.choice:
+        return text in guide.choice
+    return guide.regex is not None and re.fullmatch(guide.regex, text) is not None
+
+
+def check_obeyed(done: Completion, guide: Guide, method: Method, release: str | None) -> Completion:
+    """``done`` where vLLM honoured the constraint; an :class:`LLMError` where its output is outside it —
+    a release that ignores the field sent would otherwise change the answer silently. A generation a
+    stop string or the token limit cut is not judged (it may end inside the language's strings)."""
+    if method not in VLLM_METHODS or done.finish_reason != "stop" or done.stop is not None:
+        return done
+    if obeys(done.text, guide):
+        return done
+    raise LLMError(
+        f"vLLM {release or '(release unknown)'} answered {done.text[:80]!r}, outside the {method} constraint "
+        f"sent ({'choice' if guide.choice else 'regex'}): it ignored the field (vLLM ignores request fields it does "
+        "not know). hopsearch sends `structured_outputs` from vLLM 0.10.2 on and `guided_*` before 0.12.",
+        details={"attempts": [attempt.to_dict() for attempt in done.attempts]},
+    )
+
+
 async def score_candidates(
     client: LLMClient, prompt: str, candidates: Sequence[str], *, deadline: float | None = None
 ) -> tuple[Completion, dict[str, float]] | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hopsearch.service.llm import Completion, LLMClient
-from hopsearch.service.llm.guided import Guide, guided_fields, score_candidates
+from hopsearch.service.llm.guided import VLLM_METHODS, Guide, check_obeyed, guided_fields, score_candidates
 from hopsearch.service.strategies.answer_compare import compare_answer, comparison_parts
 from hopsearch.service.strategies.answer_types import AnswerShape, answer_shape, clean_answer, match_shape
 from hopsearch.service.text.lang import detect_lang
@@ -188,7 +188,8 @@ async def guided_answer(
         earlier, chose = free, {**chose, "free_output": free.text}
     fields, method = await guided_fields(llm, guide)
     if method != "none":
-        return await generate_counted(fields), {**chose, "constrained": method}
+        done = check_obeyed(await generate_counted(fields), guide, method, await release_of(llm, method))
+        return done, {**chose, "constrained": method}
     if guide.choice and prompt is not None:
         scored = await score_candidates(llm, prompt, guide.choice, deadline=deadline)
         if scored is not None:
@@ -198,6 +199,11 @@ async def guided_answer(
     if shape.type == "choice" and earlier is not None:  # the free reply stands: nothing can constrain it
         return earlier, {**chose, "constrained": "none"}
     return await generate_counted({}), {**chose, "constrained": "none"}
+
+
+async def release_of(llm: LLMClient, method: str) -> str | None:
+    """The vLLM release (read once by the client) where ``method`` is vLLM's guided decoding."""
+    return await llm.server_version() if method in VLLM_METHODS else None
 
 
 def joined(before: Completion | None, done: Completion) -> Completion:
@@ -236,6 +242,7 @@ async def model_shape(
     if method == "none":
         return AnswerShape("text"), {}, None
     done = await llm.complete(type_prompt(question), max_tokens=8, deadline=deadline, extra=fields)
+    done = check_obeyed(done, guide, method, await release_of(llm, method))
     chosen = TYPE_CHOICES.get(done.text.strip().casefold(), "text")
     details = {"answer_type_by": "model", "model_answer_type": chosen, "type_output": done.text}
     return AnswerShape(chosen), details, done  # type: ignore[arg-type]

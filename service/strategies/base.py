@@ -284,6 +284,7 @@ async def run_recorded(
     citations: Sequence[Citation] = ()
     try:
         async with asyncio.timeout(seconds + _GRACE_S), llm.question():
+            recorder.engine = await engine_of(llm)
             text, citations = await body(context)
     except TimeoutError as exc:
         error = LLMTimeout(f"no answer within the deadline of {seconds:g} s")
@@ -297,6 +298,13 @@ async def run_recorded(
     trace = recorder.finish(text, citations, error)
     not_stored = await _write(sink, trace)
     return Answer(text=text, citations=tuple(citations), trace=trace, error=error, trace_not_stored=not_stored)
+
+
+async def engine_of(llm: LLMClient) -> dict[str, Any]:
+    """The LLM server's kind and, for vLLM, its release (``GET /version``): what a trace records."""
+    name = await llm.engine()
+    version = await llm.server_version() if name == "vllm" else None
+    return {"name": name, "version": version}
 
 
 async def _write(sink: TraceSink | None, trace: Trace) -> str | None:

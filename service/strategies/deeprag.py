@@ -22,9 +22,10 @@ Modes: ``model`` (the model decides), ``always`` (CoT-Retrieve), ``never`` (CoT)
 Repeats: a follow-up the model already asked in this question (after
 :func:`~hopsearch.service.strategies.steps.normalise_query`) is not retrieved or answered again —
 a small model that asks it again would ask it again and again until the depth limit. The step's
-decision is ``repeat`` (``decided_by`` names the depth it repeats), the repeated text is left out
-of the transcript, and the final answer is generated from what the first asking found
-(``AskOptions.repeat_guard``).
+decision is ``repeat`` (``decided_by`` names the depth it repeats; ``model_decision`` and
+``model_decided_by`` keep what the model's own stop string decided, e.g. ``retrieve`` by
+``stop_reason``), the repeated text is left out of the transcript, and the final answer is generated
+from what the first asking found (``AskOptions.repeat_guard``).
 
 Seeded (``AskOptions.seed``; never under the ``never`` policy): the question's own retrieval is written
 first as a searched follow-up — ``Follow up: <question>``, the search line, its Context (at least 5
@@ -234,7 +235,9 @@ class DeepRAG(RecordedStrategy):
             text = generated.text.rstrip("\n")
             query = sub_query(text, question)
             first = asked.get(normalise_query(query)) if decision != "final" and options.repeat_guard else None
-            if first is not None:
+            model: dict[str, Any] = {}
+            if first is not None:  # the guard overrides; the step keeps what the model decided beside it
+                model = {"model_decision": decision, "model_decided_by": how}
                 decision, how = "repeat", f"repeat-of-depth-{first}"
             context.recorder.add(
                 Step.from_completion(
@@ -245,6 +248,7 @@ class DeepRAG(RecordedStrategy):
                     decision=decision,
                     decided_by=how,
                     queries=(query,) if decision != "final" else (),
+                    **model,
                 )
             )
             if decision == "repeat":

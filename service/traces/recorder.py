@@ -64,6 +64,13 @@ class Step:
     decided_by: str | None = None
     stop: str | None = None
     finish_reason: str | None = None
+    #: How ``stop`` was read (:data:`~hopsearch.service.llm.types.StopMethod`): ``stop_reason`` where vLLM
+    #: named it, a ``fallback-*`` where the client found the marker itself, ``finish_reason`` where none ended it.
+    stop_method: str | None = None
+    #: What the model decided and how, where a guard (DeepRAG's repeat guard) replaced ``decision`` and
+    #: ``decided_by``: an operator sees both the model's own reading and the guard's.
+    model_decision: Decision | None = None
+    model_decided_by: str | None = None
     queries: tuple[str, ...] = ()
     hit_ids: tuple[str, ...] = ()
     latency_ms: float = 0.0
@@ -90,6 +97,7 @@ class Step:
             output=completion.text,
             stop=completion.stop,
             finish_reason=completion.finish_reason,
+            stop_method=completion.stop_method,
             latency_ms=completion.latency_ms,
             tokens_in=completion.usage.prompt_tokens,
             tokens_out=completion.usage.completion_tokens,
@@ -127,6 +135,8 @@ class Trace:
     scope: Mapping[str, Any] = field(default_factory=dict)
     #: Who asked (``subject``, ``key``, ``admin``): the trace is theirs (and admins') to read.
     user: Mapping[str, Any] = field(default_factory=dict)
+    #: The LLM server that generated: ``name`` (vllm, llamacpp, openai) and ``version`` (vLLM's release).
+    engine: Mapping[str, Any] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -152,6 +162,7 @@ class Trace:
             "options": dict(self.options),
             "scope": dict(self.scope),
             "user": dict(self.user),
+            "engine": dict(self.engine),
             "steps": [step.to_dict(index) for index, step in enumerate(self.steps)],
             "answer": self.answer,
             "citations": [asdict(citation) for citation in self.citations],
@@ -187,6 +198,8 @@ class TraceRecorder:
         self.model = model
         self.options = dict(options)
         self.steps: list[Step] = []
+        #: The LLM server's kind and release (set by the run once the client knows them).
+        self.engine: dict[str, Any] = {}
         self.started_at = datetime.now(UTC)
         self._started = time.monotonic()
 
@@ -228,6 +241,7 @@ class TraceRecorder:
             error=failure,
             scope=self.scope,
             user=self.user,
+            engine=self.engine,
         )
 
 
