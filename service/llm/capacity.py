@@ -31,7 +31,7 @@ class ServerSlots:
         self.capacity: dict[str, int | None] = {}
 
     async def for_url(self, base: str) -> asyncio.Semaphore | None:
-        """The semaphore a request to ``base`` must hold while it is sent; ``None``: no limit of its own."""
+        """Return the semaphore a request to ``base`` must hold while it is sent; ``None``: no limit of its own."""
         if base not in self.capacity:
             async with self._probing.setdefault(base, asyncio.Lock()):
                 if base not in self.capacity:

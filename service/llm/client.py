@@ -110,7 +110,7 @@ class LLMClient:
         return list(self._pool.urls)
 
     def in_flight(self, base_url: str) -> int:
-        """Requests of this client being served by ``base_url`` now."""
+        """Return how many requests of this client ``base_url`` is serving now."""
         return self._pool.in_flight.get(base_url, 0)
 
     async def get_models(self, base_url: str, wait_s: float) -> httpx.Response:
@@ -120,7 +120,7 @@ class LLMClient:
         return await self._http.get(f"{base_url}/models", timeout=wait_s, auth=auth)
 
     def deadline_in(self, seconds: float | None = None) -> float:
-        """An absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
+        """Return an absolute deadline (``time.monotonic()`` clock); default ``settings.llm_deadline``."""
         return time.monotonic() + (self.settings.llm_deadline if seconds is None else seconds)
 
     async def models(self, *, timeout_s: float = 3.0) -> dict[str, Any]:
@@ -129,7 +129,7 @@ class LLMClient:
         return body
 
     async def engine(self) -> Engine:
-        """The server kind: from settings, else probed once (vLLM names itself in ``owned_by``)."""
+        """Return the server kind: from settings, else probed once (vLLM names itself in ``owned_by``)."""
         if self._engine is None:
             try:
                 body = await self.models(timeout_s=30.0)
@@ -141,8 +141,8 @@ class LLMClient:
         return self._engine
 
     async def server_version(self) -> str | None:
-        """The server's release from ``GET /version`` beside ``/v1`` of the first base URL (vLLM
-        serves it), read once; None when the server gives none."""
+        """Return the server's release from ``GET /version`` beside ``/v1`` of the first base URL (vLLM serves it), read
+        once; None when the server gives none."""
         if self._version is None:
             base = self._pool.urls[0]
             root = base.removesuffix("/v1")
@@ -276,9 +276,8 @@ class LLMClient:
         )
 
     async def _count_prompt(self, base_url: str, prompt: str, deadline: float | None) -> int:
-        """A streamed completion's prompt tokens, counted by the server that served it (a stream
-        closed at its marker carries no usage; :mod:`~hopsearch.service.llm.tokencount`); 0 where
-        it cannot count."""
+        """Return a streamed completion's prompt tokens, counted by the server that served it (a stream closed at its
+        marker carries no usage; :mod:`~hopsearch.service.llm.tokencount`); 0 where it cannot count."""
         left = self.settings.llm_timeout if deadline is None else deadline - time.monotonic()
         if left <= 0:
             return 0
@@ -398,7 +397,7 @@ class LLMClient:
         stops: Sequence[str],
         started: float,
     ) -> tuple[Attempt, dict[str, Any] | None, bool]:
-        """A streamed request read until a stop string; leaving the block closes the connection."""
+        """Send a streamed request and read it until a stop string; leaving the block closes the connection."""
         async with asyncio.timeout(seconds):
             async with self._http.stream(method, url, json=body, timeout=seconds, auth=auth) as response:
                 if response.status_code >= 400:

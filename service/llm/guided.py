@@ -57,7 +57,7 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 
 def vllm_fields(guide: Guide, version: tuple[int, int, int] | None) -> tuple[dict[str, Any], Method]:
-    """The guided-decoding fields for a vLLM server of ``version`` (None: unknown, send both forms)."""
+    """Return the guided-decoding fields for a vLLM server of ``version`` (None: unknown, send both forms)."""
     new: dict[str, Any] = {"choice": list(guide.choice)} if guide.choice else {"regex": guide.regex}
     old: dict[str, Any] = {"guided_choice": list(guide.choice)} if guide.choice else {"guided_regex": guide.regex}
     if version is None:
@@ -68,8 +68,8 @@ def vllm_fields(guide: Guide, version: tuple[int, int, int] | None) -> tuple[dic
 
 
 async def guided_fields(client: LLMClient, guide: Guide) -> tuple[dict[str, Any], Method]:
-    """The request fields that constrain a completion to ``guide`` on the client's server kind;
-    ({}, "none") where the server has no such fields (plain OpenAI-compatible)."""
+    """Return the request fields that constrain a completion to ``guide`` on the client's server kind; ({}, "none")
+    where the server has no such fields (plain OpenAI-compatible)."""
     engine = await client.engine()
     if engine == "vllm":
         release = await client.server_version()
@@ -110,11 +110,11 @@ def check_obeyed(done: Completion, guide: Guide, method: Method, release: str | 
 async def score_candidates(
     client: LLMClient, prompt: str, candidates: Sequence[str], *, deadline: float | None = None
 ) -> tuple[Completion, dict[str, float]] | None:
-    """The candidate most likely as the continuation of ``prompt`` (as a completion whose text is that
-    candidate) and every candidate's log-likelihood: the server's prompt logprobs of
-    ``prompt + " " + candidate`` (``echo: true``, ``logprobs``; one token generated and ignored), summed
-    over the candidate's tokens. None when the server gives no prompt logprobs (a refusal, no
-    ``logprobs``, no offsets): the caller then generates unconstrained."""
+    """Return the candidate most likely as the continuation of ``prompt`` (as a completion whose text is that candidate)
+    and every candidate's log-likelihood. The log-likelihood is the server's prompt logprobs of ``prompt + " " +
+    candidate`` (``echo: true``, ``logprobs``; one token generated and ignored), summed over the candidate's tokens.
+    None when the server gives no prompt logprobs (a refusal, no ``logprobs``, no offsets): the caller then generates
+    unconstrained."""
     scores: dict[str, float] = {}
     attempts: list[Attempt] = []
     usage = Usage()
@@ -147,8 +147,8 @@ async def score_candidates(
 
 
 def continuation_logprob(choice: Mapping[str, Any], start: int, end: int) -> float | None:
-    """The summed logprobs of the echoed tokens that start in ``[start, end)`` of the prompt; None
-    when the choice carries no token logprobs with offsets."""
+    """Return the summed logprobs of the echoed tokens that start in ``[start, end)`` of the prompt; None when the
+    choice carries no token logprobs with offsets."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, Mapping):
         return None

@@ -21,7 +21,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def response_format(engine: Engine, schema: Mapping[str, Any], name: str = "reply") -> dict[str, Any]:
-    """The request fields that constrain the reply to ``schema`` on ``engine``."""
+    """Return the request fields that constrain the reply to ``schema`` on ``engine``."""
     if engine == "llamacpp":
         return {"response_format": {"type": "json_object", "schema": dict(schema)}}
     return {
@@ -33,7 +33,7 @@ def response_format(engine: Engine, schema: Mapping[str, Any], name: str = "repl
 
 
 def _first_object(text: str) -> str | None:
-    """The first balanced ``{...}`` block, respecting strings and escapes."""
+    """Return the first balanced ``{...}`` block, respecting strings and escapes."""
     start = text.find("{")
     while start >= 0:
         depth, in_string, escaped = 0, False, False

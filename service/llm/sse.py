@@ -52,7 +52,7 @@ class Streamed:
         return not self.streamed or self.stop is not None or self.finish_reason is not None
 
     def to_body(self) -> dict[str, Any]:
-        """The non-streaming response shape, so the client reads both the same way."""
+        """Return the non-streaming response shape, so the client reads both the same way."""
         usage = dict(self.usage)
         usage.setdefault("completion_tokens", self.chunks)
         choice = {"index": 0, "text": self.text, "finish_reason": "stop" if self.stop else self.finish_reason}
@@ -67,7 +67,7 @@ def _piece(choice: dict[str, Any]) -> str:
 
 
 def from_body(data: dict[str, Any], stops: Sequence[str]) -> Streamed:
-    """A server that ignored ``stream: true`` and sent the whole completion: cut it the same way."""
+    """Cut the whole completion of a server that ignored ``stream: true`` the same way."""
     choice = (data.get("choices") or [{}])[0]
     text = str(choice.get("text") or "") if "text" in choice else _piece({"delta": choice.get("message")})
     cut, found = cut_at_first(text, stops)

@@ -45,10 +45,10 @@ Call = Callable[[str, Sequence[str], int, Sequence[str]], Awaitable[Completion]]
 
 
 def identify_marker(continuation: str, stops: Sequence[str]) -> str | None:
-    """The stop string that ``continuation`` starts with (leading whitespace ignored), or None.
+    """Return the stop string that ``continuation`` starts with (leading whitespace ignored), or None.
 
-    A continuation cut short by the token limit may show only a prefix of a marker; it names the
-    marker when at least four characters match and exactly one marker fits.
+    A continuation cut short by the token limit may show only a prefix of a marker; it names the marker when at least
+    four characters match and exactly one marker fits.
     """
     text = continuation.lstrip()
     if not text:

@@ -51,7 +51,7 @@ class PromptCounter:
         self._found: dict[str, Endpoint | None] = {}
 
     async def count(self, base_url: str, prompt: str, *, auth: Any, wait_s: float) -> int | None:
-        """The server's token count of ``prompt``, or None where it cannot count."""
+        """Return the server's token count of ``prompt``, or None where it cannot count."""
         known = base_url in self._found
         endpoints = (self._found[base_url],) if known else _ORDER
         root = base_url.removesuffix("/v1")

@@ -84,8 +84,8 @@ class Completion:
     def decided(
         cls, text: str, *, usage: Usage, attempts: tuple[Attempt, ...], started: float, model: str, calls: int
     ) -> Completion:
-        """An answer hopsearch decided from several requests (candidates scored, two sub-answers compared):
-        it ends as a plain stop; ``started`` is the ``time.monotonic()`` of the first request."""
+        """Build an answer hopsearch decided from several requests (candidates scored, two sub-answers compared). It
+        ends as a plain stop; ``started`` is the ``time.monotonic()`` of the first request."""
         latency_ms = round((time.monotonic() - started) * 1000, 3)
         return cls(text, "stop", None, "finish_reason", usage, attempts, latency_ms, model, calls)
 
