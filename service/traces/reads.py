@@ -22,7 +22,7 @@ LIST_FIELDS = ("trace_id", "question", "strategy", "status", "started_at", "answ
 
 
 def owner_filter(caller: Caller) -> dict[str, Any] | None:
-    """The traces ``caller`` may read, as a filter clause; None for an admin (every trace)."""
+    """Return the traces ``caller`` may read, as a filter clause; None for an admin (every trace)."""
     if caller.admin:
         return None
     if caller.owner is None:  # nobody to own a trace: none is theirs
@@ -37,7 +37,8 @@ def owns(caller: Caller, doc: Mapping[str, Any]) -> bool:
 
 
 def recent_body(size: int, fields: Sequence[str] = LIST_FIELDS, caller: Caller | None = None) -> dict[str, Any]:
-    """The newest ``size`` traces (of those ``caller`` may read; None: all), ``fields`` of each."""
+    """Build the search body for the newest ``size`` traces (of those ``caller`` may read; None: all), ``fields`` of
+    each."""
     body: dict[str, Any] = {"size": size, "sort": [{"started_at": {"order": "desc"}}], "_source": list(fields)}
     only = owner_filter(caller) if caller is not None else None
     if only is not None:
@@ -48,8 +49,8 @@ def recent_body(size: int, fields: Sequence[str] = LIST_FIELDS, caller: Caller |
 async def recent_traces(
     store: Store, index: str, size: int, fields: Sequence[str] = LIST_FIELDS, *, caller: Caller
 ) -> list[dict[str, Any]]:
-    """The newest ``size`` traces of ``index`` that ``caller`` may read (each with its ``_id``); none where
-    the index does not exist yet."""
+    """Return the newest ``size`` traces of ``index`` that ``caller`` may read (each with its ``_id``); none where the
+    index does not exist yet."""
     if not await store.exists(index):
         return []
     found = await store.search(index, recent_body(size, fields, caller))

@@ -150,7 +150,7 @@ class Trace:
         }
 
     def to_document(self) -> dict[str, Any]:
-        """The Elasticsearch document (``es_mappings/traces.json``)."""
+        """Return the Elasticsearch document (``es_mappings/traces.json``)."""
         return {
             "trace_id": self.trace_id,
             "question": self.question,
