@@ -47,8 +47,8 @@ class Comparison:
 
 
 def comparison_parts(question: str) -> Comparison | None:
-    """The two things and the attribute of a same-country / same-nationality yes/no question; None for
-    any other question (or where the two things cannot be told apart)."""
+    """Return the two things and the attribute of a same-country / same-nationality yes/no question; None for any other
+    question (or where the two things cannot be told apart)."""
     text = " ".join(question.split()).rstrip("?？ ")
     same = _SAME.search(text)
     if same is None:

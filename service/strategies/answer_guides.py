@@ -51,7 +51,7 @@ _REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 
 
 def lit(text: str) -> Pattern:
-    """A literal: regex metacharacters escaped (nothing else: regex engines differ on other escapes)."""
+    """Return a literal: regex metacharacters escaped (nothing else: regex engines differ on other escapes)."""
     quoted = text.replace("\\", "\\\\").replace('"', '\\"')
     return Pattern(_REGEX_SPECIAL.sub(r"\\\1", text), f'"{quoted}"')
 
@@ -96,8 +96,8 @@ MAX_DATES = 16
 
 
 def context_dates(evidence: str, question: str) -> tuple[str, ...]:
-    """The dates to the day in ``evidence`` (the passages an answer comes from), first seen first, without
-    those the question itself names; none for a question that asks for a year, decade or century."""
+    """Return the dates to the day in ``evidence`` (the passages an answer comes from), first seen first, without those
+    the question itself names; none for a question that asks for a year, decade or century."""
     if _COARSE_DATE.search(question):
         return ()
     asked = set(_FULL_DATE.findall(question))
@@ -117,8 +117,8 @@ def _guide(pattern: Pattern, choice: tuple[str, ...] = ()) -> Guide:
 
 
 def guide_for(shape: AnswerShape, question: str, evidence: str = "") -> Guide | None:
-    """The constraint of a final answer of ``shape``; None for free text. ``evidence``: the passages the
-    answer comes from (a date is one of theirs where they hold dates to the day)."""
+    """Return the constraint of a final answer of ``shape``; None for free text. ``evidence``: the passages the answer
+    comes from (a date is one of theirs where they hold dates to the day)."""
     japanese = detect_lang(question) == "ja"
     dates = context_dates(evidence, question) if shape.type == "date" and not japanese else ()
     if shape.type == "choice" and shape.candidates:
@@ -155,14 +155,14 @@ async def guided_answer(
     evidence: str | None = None,
     model_types: bool = False,
 ) -> tuple[Completion, dict[str, Any]]:
-    """The final-answer completion, constrained to the question's type where the server allows it, and
-    the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for
-    a same-country / same-nationality question answered by comparing two sub-answers,
-    :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob
-    comparison continues and the sub-questions are asked in (None where the call is a chat turn).
-    ``evidence``: the passages the answer comes from (default: ``prompt``; a prompt with demonstrations
-    passes its own passages only). ``model_types``: the model chooses the type the rules read as free text
-    (the ``answer_type_model`` setting, passed in by the strategy)."""
+    """Ask for the final-answer completion, constrained to the question's type where the server allows it, and return it
+    with the trace details saying how (``constrained``; ``scores`` for a logprob comparison, ``compared`` for a
+    same-country / same-nationality question answered by comparing two sub-answers,
+    :mod:`~hopsearch.service.strategies.answer_compare`). ``prompt``: the completion prompt a logprob comparison
+    continues and the sub-questions are asked in (None where the call is a chat turn). ``evidence``: the passages the
+    answer comes from (default: ``prompt``; a prompt with demonstrations passes its own passages only). ``model_types``:
+    the model chooses the type the rules read as free text (the ``answer_type_model`` setting, passed in by the
+    strategy)."""
     shape = answer_shape(question)
     parts = comparison_parts(question) if compare and shape.type == "yes_no" and prompt is not None else None
     if parts is not None and prompt is not None:
@@ -202,7 +202,7 @@ async def guided_answer(
 
 
 async def release_of(llm: LLMClient, method: str) -> str | None:
-    """The vLLM release (read once by the client) where ``method`` is vLLM's guided decoding."""
+    """Return the vLLM release (read once by the client) where ``method`` is vLLM's guided decoding."""
     return await llm.server_version() if method in VLLM_METHODS else None
 
 
@@ -233,10 +233,9 @@ def type_prompt(question: str) -> str:
 async def model_shape(
     llm: LLMClient, question: str, *, deadline: float | None
 ) -> tuple[AnswerShape, dict[str, Any], Completion | None]:
-    """The answer type the model chooses for a question the rules read as free text: one call constrained
-    to the four kinds (on a server without constraints: no call, free text). The details record the
-    choice (``model_answer_type``, ``answer_type_by: model``, the call's output); the call itself is
-    returned to be counted with the answer."""
+    """Let the model choose the answer type for a question the rules read as free text: one call constrained to the four
+    kinds (on a server without constraints: no call, free text). The details record the choice (``model_answer_type``,
+    ``answer_type_by: model``, the call's output); the call itself is returned to be counted with the answer."""
     guide = _guide(alt(*(lit(c) for c in TYPE_CHOICES)), tuple(TYPE_CHOICES))
     fields, method = await guided_fields(llm, guide)
     if method == "none":

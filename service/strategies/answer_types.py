@@ -92,7 +92,7 @@ def _strip_candidate(text: str) -> str:
 
 
 def answer_shape(question: str) -> AnswerShape:
-    """The answer type of ``question`` by rules (English and Japanese)."""
+    """Return the answer type of ``question`` by rules (English and Japanese)."""
     text = " ".join(question.split())
     if detect_lang(text) == "ja":
         return _japanese_shape(text)
@@ -202,7 +202,7 @@ def _words(text: str) -> str:
 
 
 def is_answer(text: str, question: str) -> bool:
-    """False for what is not an answer: nothing with a letter or digit, an echoed instruction, a reply
+    """Tell whether ``text`` is an answer: False for nothing with a letter or digit, an echoed instruction, a reply
     saying the model does not know, a filler ("(no)", "N/A"), the question copied back, or any other question."""
     if not any(char.isalnum() for char in text):
         return False
@@ -233,9 +233,9 @@ def says_yes_or_no(answer: str) -> bool:
 
 
 def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
-    """A cleaned answer fitted to ``shape``: for ``choice`` the one candidate it names (a reply naming
-    both or neither is kept); for ``yes_no`` yes / no (はい / いいえ for a Japanese question) when the
-    reply starts with one; other types unchanged."""
+    """Return a cleaned answer fitted to ``shape``: for ``choice`` the one candidate it names (a reply naming both or
+    neither is kept); for ``yes_no`` yes / no (はい / いいえ for a Japanese question) when the reply starts with one;
+    other types unchanged."""
     if answer in NO_ANSWERS or not answer:
         return answer
     if shape.type == "choice":
@@ -255,7 +255,7 @@ def match_shape(answer: str, shape: AnswerShape, question: str) -> str:
 
 
 def typed_answer(raw: str, question: str, shape: AnswerShape | None = None) -> tuple[str, AnswerShape]:
-    """The final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape (by the
-    rules unless ``shape`` is given)."""
+    """Return the final answer a strategy returns: ``raw`` cleaned and fitted to the question's shape (by the rules
+    unless ``shape`` is given)."""
     shape = shape or answer_shape(question)
     return match_shape(clean_answer(raw, question), shape, question), shape

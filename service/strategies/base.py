@@ -151,9 +151,9 @@ class RunContext:
         return self.recorder.count("retrievals") < self.options.budget.max_retrievals
 
     async def seed(self) -> tuple[Hit, ...]:
-        """The question's own retrieval with the request's mode and hops, at least :data:`SEED_K` passages,
-        before the strategy's loop: a retrieve step at depth 0 marked ``details.seed``, counted in the
-        retrievals. Its passages (:attr:`seeded`) go into the strategy's answer context and citations."""
+        """Run the question's own retrieval with the request's mode and hops, at least :data:`SEED_K` passages, before
+        the strategy's loop: a retrieve step at depth 0 marked ``details.seed``, counted in the retrievals. Its passages
+        (:attr:`seeded`) go into the strategy's answer context and citations."""
         k = max(self.options.k, SEED_K)
         result = await self.search(self.request.question, depth=0, k=k, seed=True)
         if result is not None:
@@ -192,9 +192,9 @@ class RunContext:
 
 
 def step_details(result: SearchResult) -> dict[str, Any] | None:
-    """What a retrieve step records beside its hits: the documents without vectors (``--no-embed``: the
-    dense side could not find those), the names the hop followed (each: the name, the passage or the
-    question that named it, the linked passage it found in the caller's scope) or why the index could not hop."""
+    """Return what a retrieve step records beside its hits: the documents without vectors (``--no-embed``: the dense
+    side could not find those), the names the hop followed (each: the name, the passage or the question that named it,
+    the linked passage it found in the caller's scope) or why the index could not hop."""
     notes = result.notes()
     details: dict[str, Any] = {name: notes[name] for name in ("without_vectors", "hops_note") if name in notes}
     if result.links:
@@ -203,9 +203,9 @@ def step_details(result: SearchResult) -> dict[str, Any] | None:
 
 
 def links_detail(links: Sequence[Link], kept: Sequence[str] | None = None) -> list[dict[str, str]]:
-    """The names a hop followed as a step records them (``details.links``): each name, what named it (a
-    passage id, ``question`` or the query), the linked passage; only those whose passage is in ``kept``
-    where given, each passage once."""
+    """Return the names a hop followed as a step records them (``details.links``): each name, what named it (a passage
+    id, ``question`` or the query), the linked passage; only those whose passage is in ``kept`` where given, each
+    passage once."""
     wanted = None if kept is None else set(kept)
     seen: set[str] = set()
     out: list[dict[str, str]] = []
@@ -218,8 +218,8 @@ def links_detail(links: Sequence[Link], kept: Sequence[str] | None = None) -> li
 
 
 def with_seed(seeded: Sequence[Hit], hits: Sequence[Hit], last: int | None = None) -> list[Hit]:
-    """The seed's passages first, then those of ``hits`` not among them (each id once; the ``last`` of them
-    where given): the seed's passages are always part of a run's evidence."""
+    """Return the seed's passages first, then those of ``hits`` not among them (each id once; the ``last`` of them where
+    given): the seed's passages are always part of a run's evidence."""
     seen = {hit.id for hit in seeded}
     rest: dict[str, Hit] = {}
     for hit in hits:
@@ -301,7 +301,7 @@ async def run_recorded(
 
 
 async def engine_of(llm: LLMClient) -> dict[str, Any]:
-    """The LLM server's kind and, for vLLM, its release (``GET /version``): what a trace records."""
+    """Return the LLM server's kind and, for vLLM, its release (``GET /version``): what a trace records."""
     name = await llm.engine()
     version = await llm.server_version() if name == "vllm" else None
     return {"name": name, "version": version}

@@ -92,18 +92,18 @@ So the final answer is: 白石　修"""
 
 
 def demonstrations_for(question: str) -> str:
-    """The worked example in the question's language: :data:`JA_DEMONSTRATIONS` for a Japanese question
+    """Return the worked example in the question's language: :data:`JA_DEMONSTRATIONS` for a Japanese question
     (:func:`~hopsearch.service.text.lang.detect_lang`), else :data:`DEMONSTRATIONS`."""
     return JA_DEMONSTRATIONS if detect_lang(question) == "ja" else DEMONSTRATIONS
 
 
 def cut_query(query: str, tokens: int = QUERY_TOKENS) -> str:
-    """The last ``tokens`` whitespace tokens of the query."""
+    """Return the last ``tokens`` whitespace tokens of the query."""
     return " ".join(query.split()[-tokens:])
 
 
 def sub_query(generated: str, question: str) -> str:
-    """The sub-query of the last ``Follow up:`` line; the question where the model wrote none."""
+    """Return the sub-query of the last ``Follow up:`` line; the question where the model wrote none."""
     for line in reversed(generated.splitlines()):
         if line.strip().startswith(FOLLOW_UP):
             found = line.strip()[len(FOLLOW_UP) :].strip()
@@ -113,7 +113,7 @@ def sub_query(generated: str, question: str) -> str:
 
 
 def decide(completion: Completion, options: AskOptions, may_retrieve: bool) -> tuple[Decision, str]:
-    """The decision of a generation step and how it was made."""
+    """Return the decision of a generation step and how it was made."""
     how = completion.stop_method
     if completion.stop == FINAL:
         return "final", how

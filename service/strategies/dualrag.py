@@ -252,7 +252,7 @@ class DualRAG(RecordedStrategy):
                 run.cite((hit.id,), (hit.title,), hit.score)
 
     def _learn_titles(self, run: RunOutline, links: Sequence[Link]) -> None:
-        """The titles of linked passages the run read: entities the identifier is told of (where
+        """Add the titles of linked passages the run read to the entities the identifier is told of (where
         :attr:`link_entities`)."""
         if not self.link_entities:
             return
@@ -273,8 +273,8 @@ class DualRAG(RecordedStrategy):
 def unsearched(
     context: RunContext, searches: Sequence[EntitySearch], searched: set[tuple[str, str]], depth: int
 ) -> list[EntitySearch]:
-    """The searches less every keyword already searched for its entity in this run (recorded as a
-    ``repeat`` step when any is dropped); the kept keywords are added to ``searched``."""
+    """Return the searches less every keyword already searched for its entity in this run (recorded as a ``repeat`` step
+    when any is dropped); the kept keywords are added to ``searched``."""
     kept: list[EntitySearch] = []
     repeated: list[str] = []
     now: set[tuple[str, str]] = set()

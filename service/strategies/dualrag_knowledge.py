@@ -145,8 +145,8 @@ async def summarize(
     *,
     depth: int = 0,
 ) -> list[Summary]:
-    """The Knowledge Summarizer for each (entity, new passages), concurrently; one step each, in
-        the order of ``jobs``. Summaries that are exactly "None", or that echo the prompt (``echo`` in the step:
+    """Run the Knowledge Summarizer for each (entity, new passages), concurrently; one step each, in the order of
+    ``jobs``. Summaries that are exactly "None", or that echo the prompt (``echo`` in the step:
     :func:`~.dualrag_prompts.is_echo`), come back with ``dropped`` set."""
     if not jobs:
         return []

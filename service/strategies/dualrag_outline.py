@@ -85,7 +85,7 @@ class RunOutline:
         return render_outline([(s.entity.name, [f.summary for f in s.facts]) for s in self.sections.values()])
 
     def known(self) -> list[str]:
-        """The entities of the outline (with their other names), then the titles a hop linked to."""
+        """Return the entities of the outline (with their other names), then the titles a hop linked to."""
         named = [
             s.entity.name + (f" (also: {', '.join(s.entity.aliases)})" if s.entity.aliases else "")
             for s in self.sections.values()
@@ -106,7 +106,7 @@ class RunOutline:
 
 
 def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
-    """A reused fact in the step (as the reader sees it: another user's question and trace id are blank)."""
+    """Return a reused fact in the step (as the reader sees it: another user's question and trace id are blank)."""
     item = {
         "entity": section.entity.name,
         "stored_entity": stored_entity,
@@ -118,10 +118,10 @@ def _reused(section: Section, stored_entity: str, fact: Fact) -> dict[str, Any]:
 
 
 def _stored_name(run: RunOutline, names: Sequence[str]) -> str:
-    """The name a new outline is stored under: the first of ``names`` that holds no word of the question
-    alone (:meth:`RunOutline.question_derived`), so that the entity name everyone who may read one of its
-    facts or aliases sees never came from the asker; the first name where every one did (its facts and
-    aliases are then the asker's alone)."""
+    """Choose the name a new outline is stored under: the first of ``names`` that holds no word of the question alone
+    (:meth:`RunOutline.question_derived`), so that the entity name everyone who may read one of its facts or aliases
+    sees never came from the asker; the first name where every one did (its facts and aliases are then the asker's
+    alone)."""
     return next((n for n in names if not run.question_derived(n)), names[0])
 
 

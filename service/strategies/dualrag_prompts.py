@@ -111,8 +111,8 @@ def copied_from_prompt(text: str) -> bool:
 
 
 def prompt_copies(value: Mapping[str, Any]) -> list[str]:
-    """The entity names and keywords of an identifier reply that :func:`read_entities` drops as copied
-    from the prompt (the step lists them)."""
+    """Return the entity names and keywords of an identifier reply that :func:`read_entities` drops as copied from the
+    prompt (the step lists them)."""
     raw = value.get("entities")
     copies: list[str] = []
     for item in raw[:MAX_ENTITIES] if isinstance(raw, list) else []:
@@ -128,8 +128,8 @@ def prompt_copies(value: Mapping[str, Any]) -> list[str]:
 
 
 def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
-    """The identified entities (empty names dropped, keywords de-duplicated and capped; names and
-    keywords copied from the prompt dropped: an entity without keywords of its own searches its name)."""
+    """Return the identified entities (empty names dropped, keywords de-duplicated and capped; names and keywords copied
+    from the prompt dropped: an entity without keywords of its own searches its name)."""
     raw = value.get("entities")
     if not isinstance(raw, list):
         raise LLMOutputError("entities must be a list", details={"value": dict(value)})
@@ -150,8 +150,8 @@ def read_entities(value: Mapping[str, Any]) -> list[EntityQuery]:
 
 
 def is_none(summary: str) -> bool:
-    """True when the summary is exactly "None": case-insensitive, surrounding whitespace and trailing
-    periods ignored ("None.", " none " → True; "Nonetheless, …", "None of the passages" → False)."""
+    """Tell whether the summary is exactly "None": case-insensitive, surrounding whitespace and trailing periods ignored
+    ("None.", " none " → True; "Nonetheless, …", "None of the passages" → False)."""
     return summary.strip().rstrip(".").strip().casefold() == "none"
 
 
@@ -166,7 +166,7 @@ def _outline(outline: str) -> str:
 
 
 def _found(passages: Sequence[Hit]) -> str:
-    """The passages of the question's own retrieval (a seeded run), as a block before the outline."""
+    """Return the passages of the question's own retrieval (a seeded run), as a block before the outline."""
     return f"Passages found for the question:\n{passages_block(passages)}\n\n" if passages else ""
 
 

@@ -68,7 +68,7 @@ class Assessment:
 
 
 def read_assessment(value: Mapping[str, Any]) -> Assessment:
-    """The model's assessment; a percentage (85) is read as 0.85, the result clamped to [0, 1]."""
+    """Read the model's assessment; a percentage (85) is read as 0.85, the result clamped to [0, 1]."""
     raw = value.get("confidence")
     try:
         confidence = float(str(raw).strip().rstrip("%")) if not isinstance(raw, int | float) else float(raw)
@@ -119,7 +119,7 @@ def assess_prompt(question: str, hits: Sequence[Hit], asked: Sequence[str]) -> s
 
 
 def _kept(context: RunContext, found: Mapping[str, Hit]) -> list[Hit]:
-    """The passages the model reads: the last :data:`MAX_PASSAGES` found, the seed's always among them."""
+    """Return the passages the model reads: the last :data:`MAX_PASSAGES` found, the seed's always among them."""
     return with_seed(context.seeded, list(found.values()), max(0, MAX_PASSAGES - len(context.seeded)))
 
 

@@ -34,7 +34,7 @@ _CLASSES: dict[str, type[RecordedStrategy]] = {
 
 
 def preferred_mode(name: str) -> RetrievalMode | None:
-    """The retrieval mode the strategy called ``name`` is measured best with (None: the setting's)."""
+    """Return the retrieval mode the strategy called ``name`` is measured best with (None: the setting's)."""
     cls = _CLASSES.get(name)
     return cls.preferred_retrieval_mode if cls is not None else None
 
@@ -49,7 +49,7 @@ def build_strategy(
     embedder: Embedder | None = None,
     settings: Settings,
 ) -> Strategy:
-    """The strategy called ``name`` (one of :data:`STRATEGIES`)."""
+    """Build the strategy called ``name`` (one of :data:`STRATEGIES`)."""
     timeout_s = settings.llm_deadline
     stops = settings.llm_stop_fallback
     typed = settings.answer_type_model

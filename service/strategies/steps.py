@@ -59,20 +59,20 @@ def context_line(hits: Sequence[Hit]) -> str:
 
 
 def single_prompt(question: str, context: str) -> str:
-    """The answer prompt over one context line: instruction, context, question, ``Answer:``."""
+    """Return the answer prompt over one context line: instruction, context, question, ``Answer:``."""
     return in_question_language(question, f"{INSTRUCTION}\n{context}\nQuestion: {' '.join(question.split())}\nAnswer:")
 
 
 def text_of(value: Any) -> str:
-    """A reply string with whitespace collapsed; "" for a placeholder a small model copied from the
-    instructions ("...", "…", "-": no letter or digit in it)."""
+    """Return a reply string with whitespace collapsed; "" for a placeholder a small model copied from the instructions
+    ("...", "…", "-": no letter or digit in it)."""
     text = " ".join(str(value or "").split())
     return text if any(char.isalnum() for char in text) else ""
 
 
 def distinct_texts(raw: Any) -> list[str]:
-    """The texts of a reply value that is one string or a list of them: placeholders dropped,
-    repeats (case-insensitive) kept once, in order; [] for anything else."""
+    """Return the texts of a reply value that is one string or a list of them: placeholders dropped, repeats
+    (case-insensitive) kept once, in order; [] for anything else."""
     items = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
     found: list[str] = []
     for item in items:
@@ -83,12 +83,12 @@ def distinct_texts(raw: Any) -> list[str]:
 
 
 def normalise_query(query: str) -> str:
-    """A query's identity for the repeat guard: case, punctuation and spacing ignored."""
+    """Return a query's identity for the repeat guard: case, punctuation and spacing ignored."""
     return " ".join(_NON_WORD.sub(" ", query.casefold()).split())
 
 
 def answer_line(text: str) -> str:
-    """The first non-empty line, without an "Answer:" prefix."""
+    """Return the first non-empty line, without an "Answer:" prefix."""
     for line in text.splitlines():
         line = line.strip()
         if line.casefold().startswith("answer:"):
@@ -99,8 +99,8 @@ def answer_line(text: str) -> str:
 
 
 def schema_for(engine: Engine, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``schema`` as sent to ``engine``: length and range bounds (which keep a small model's
-    constrained output short) are dropped for OpenAI, whose strict mode rejects them."""
+    """Return ``schema`` as sent to ``engine``: length and range bounds (which keep a small model's constrained output
+    short) are dropped for OpenAI, whose strict mode rejects them."""
 
     def strip(node: Any) -> Any:
         if isinstance(node, Mapping):
@@ -113,7 +113,7 @@ def schema_for(engine: Engine, schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def user(prompt: str) -> list[dict[str, str]]:
-    """A one-message chat (no system turn: some chat templates, Gemma's among them, have none)."""
+    """Return a one-message chat (no system turn: some chat templates, Gemma's among them, have none)."""
     return [{"role": "user", "content": prompt}]
 
 
@@ -169,7 +169,7 @@ async def ask_json(
 
 
 def json_step(kind: StepKind, reply: JsonReply, prompt: str, *, name: str, depth: int = 0, **fields: Any) -> Step:
-    """The trace step of a successful :func:`ask_json` call."""
+    """Return the trace step of a successful :func:`ask_json` call."""
     details: dict[str, Any] = {"role": name, "repaired": reply.repaired, "value": dict(reply.value)}
     details.update(fields.pop("details", None) or {})
     return Step(
@@ -197,9 +197,9 @@ async def ask_text(
 async def ask_answer(
     context: RunContext, prompt: str, *, max_tokens: int, extra: Mapping[str, Any] | None = None
 ) -> Completion:
-    """The final answer: a plain completion of a prompt that ends in ``Answer:``; the caller keeps its first
-    non-empty line (:func:`answer_line`). Base models continue such a prompt, where in a chat turn a small one
-    tends to echo the instruction. No newline stop: a model that starts with a line break would answer ""."""
+    """Ask for the final answer: a plain completion of a prompt that ends in ``Answer:``; the caller keeps its first
+    non-empty line (:func:`answer_line`). Base models continue such a prompt, where in a chat turn a small one tends to
+    echo the instruction. No newline stop: a model that starts with a line break would answer ""."""
     context.check_llm_budget()
     return await context.llm.complete(
         prompt, stop=("\n\n\n",), max_tokens=max_tokens, deadline=context.deadline, extra=extra
@@ -211,10 +211,10 @@ def text_step(kind: StepKind, completion: Completion, prompt: str, **fields: Any
 
 
 def typed_final(question: str, line: str, details: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """The final answer line cleaned and fitted to the question's type
-    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`; the type the model chose where
-    ``details`` carries one, ``answer_type_by: model``), and the step fields that record it:
-    ``answer_type``, and in ``details`` the candidates of a choice and the raw line where it changed."""
+    """Clean the final answer line and fit it to the question's type
+    (:func:`~hopsearch.service.strategies.answer_types.typed_answer`; the type the model chose where ``details`` carries
+    one, ``answer_type_by: model``), and return it with the step fields that record it: ``answer_type``, and in
+    ``details`` the candidates of a choice and the raw line where it changed."""
     merged = dict(details) if details is not None else {}
     chosen = merged.get("model_answer_type")
     shape = AnswerShape(chosen) if chosen in {"date", "number", "yes_no"} else None
@@ -234,10 +234,9 @@ async def final_answer(
     decided_by: str,
     details: Mapping[str, Any] | None = None,
 ) -> str:
-    """The final answer call (:func:`ask_answer`, constrained to the question's type where the server
-    allows it: :func:`~hopsearch.service.strategies.answer_guides.guided_answer`), recorded as the
-    ``answer`` step; returns its :func:`answer_line` cleaned and fitted to the question's type
-    (:func:`typed_final`)."""
+    """Make the final answer call (:func:`ask_answer`, constrained to the question's type where the server allows it:
+    :func:`~hopsearch.service.strategies.answer_guides.guided_answer`), recorded as the ``answer`` step; return its
+    :func:`answer_line` cleaned and fitted to the question's type (:func:`typed_final`)."""
     question = context.recorder.question
 
     async def generate(extra: Mapping[str, Any]) -> Completion:
