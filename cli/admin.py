@@ -40,13 +40,13 @@ Check = tuple[str, str]
 
 
 def cluster_overrides(shards: int | None, replicas: int | None) -> dict[str, int]:
-    """The ``--shards``/``--replicas`` options as settings overrides (only those given)."""
+    """Return the ``--shards``/``--replicas`` options as settings overrides (only those given)."""
     given = {"passages_shards": shards, "passages_replicas": replicas}
     return {name: value for name, value in given.items() if value is not None}
 
 
 def _fail(exc: HopsearchError) -> click.ClickException:
-    """The command's failure: a request the caller got wrong (a blank query…) is a usage error (exit 2)."""
+    """Return the command's failure: a request the caller got wrong (a blank query…) is a usage error (exit 2)."""
     if isinstance(exc, RequestInvalid):
         return click.UsageError(str(exc))
     return click.ClickException(str(exc))
@@ -185,7 +185,7 @@ def show(trace_id: str, as_json: bool, open_url: bool, key: str | None, principa
 
 
 def _print_open_url(trace_id: str, key: str | None, principals: tuple[str, ...]) -> None:
-    """A one-time URL of the trace in the viewer of ``hopsearch serve``, for the command's caller."""
+    """Print a one-time URL of the trace in the viewer of ``hopsearch serve``, for the command's caller."""
     settings = load_settings()
 
     async def go() -> str:
@@ -210,7 +210,7 @@ def _print_open_url(trace_id: str, key: str | None, principals: tuple[str, ...])
 @click.option("--json", "as_json", is_flag=True, help="Print the traces as JSON (each with its totals).")
 @caller_options
 def list_traces(size: int, as_json: bool, key: str | None, principals: tuple[str, ...]) -> None:
-    """The most recent traces: when, who asked, the strategy, the question and the answer."""
+    """List the most recent traces: when, who asked, the strategy, the question and the answer."""
 
     async def go() -> list[dict[str, Any]]:
         settings = load_settings()
@@ -253,7 +253,7 @@ def trace_user(user: Any) -> str:
 
 
 def _when(value: Any) -> str:
-    """A trace's ``started_at`` to the second, in UTC (``2026-01-02 10:11:12Z``)."""
+    """Return a trace's ``started_at`` to the second, in UTC (``2026-01-02 10:11:12Z``)."""
     try:
         moment = datetime.fromisoformat(str(value))
     except ValueError:
@@ -292,9 +292,9 @@ def purge_traces(doc_ids: tuple[str, ...], yes: bool) -> None:
 
 
 def vectors_check(index: str, meta: dict[str, Any] | None, embedder: Embedder | None, settings: Settings) -> Check:
-    """What search does with the passages index's vectors under the configured ``embedder``, as search
-    decides it (:meth:`~hopsearch.service.retrieval.executor.EsRetriever.embedder_for`): ``ok``; ``??``
-    (it works, worth knowing); ``!!`` (dense and hybrid search refuse the index)."""
+    """Check what search does with the passages index's vectors under the configured ``embedder``, as search decides it
+    (:meth:`~hopsearch.service.retrieval.executor.EsRetriever.embedder_for`): ``ok``; ``??`` (it works, worth knowing);
+    ``!!`` (dense and hybrid search refuse the index)."""
     configured = embedder.model_id if embedder is not None else None
     if meta is None:
         return "ok", f"no index [{index}] yet"

@@ -23,7 +23,7 @@ _KINDS = ("minilm", "e5", "openai")
 
 
 def embedder_named(name: str, settings: Settings) -> Embedder:
-    """The embedder ``--embedder`` names: ``minilm``, ``e5`` or ``openai`` (the last through the
+    """Return the embedder ``--embedder`` names: ``minilm``, ``e5`` or ``openai`` (the last through the
     ``HOPSEARCH_EMBED_*`` settings), or an embedder id as indices record it (``openai:<model>`` among them)."""
     if name in _KINDS:
         embedder = make_embedder(settings.model_copy(update={"embedder": name}))

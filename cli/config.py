@@ -25,7 +25,7 @@ def reference_markdown() -> str:
 
 
 def _shown(value: Any) -> Any:
-    """A setting's value as printed: secrets and the passwords inside URLs masked."""
+    """Return a setting's value as printed: secrets and the passwords inside URLs masked."""
     if isinstance(value, SecretStr):
         return MASK
     if isinstance(value, list):

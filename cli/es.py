@@ -17,7 +17,8 @@ def node_spec(settings: Settings) -> esnode.NodeSpec:
 
 
 def cluster_base(spec: esnode.NodeSpec) -> esnode.NodeSpec:
-    """A cluster keeps its members apart from the single node's data (``es-<version>-cluster/node-<i>``)."""
+    """Return ``spec`` with its node directory renamed for a cluster: a cluster keeps its members apart from the single
+    node's data (``es-<version>-cluster/node-<i>``)."""
     return replace(spec, node_dir=spec.node_dir.with_name(spec.node_dir.name + "-cluster"))
 
 

@@ -132,7 +132,7 @@ def _asker(runtime: Runtime, job: EvalJob, caller: Caller, dataset: str) -> Ask:
 
 
 async def _items(runtime: Runtime, index: str, records: list[QARecord]) -> list[EvalItem]:
-    """The questions to evaluate; a docs set's supporting documents as evidence by their passages."""
+    """Return the questions to evaluate; a docs set's supporting documents as evidence by their passages."""
     items = [EvalItem(r.id, r.question, r.answers, r.type, r.supporting) for r in records]
     if any(r.dataset == "docs" for r in records):  # supporting documents: evidence by their passages
         found = await file_passages(runtime.store, index, [n for r in records for n in r.supporting])

@@ -37,7 +37,7 @@ def filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def filter_clauses(sources: Sequence[str], filters: Sequence[str]) -> list[dict[str, Any]]:
-    """The filters of the options (:mod:`hopsearch.service.retrieval.filters`' JSON; literal terms, never query
+    """Return the filters of the options (:mod:`hopsearch.service.retrieval.filters`' JSON; literal terms, never query
     syntax), checked here so that a bad one is a usage error naming the option."""
     clauses: list[dict[str, Any]] = []
     if sources:

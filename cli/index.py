@@ -237,7 +237,7 @@ ACL_OPTION = click.option(
 
 
 def _acl(given: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """The ``--acl`` principals, checked (a bad one is a usage error naming it)."""
+    """Return the ``--acl`` principals, checked (a bad one is a usage error naming it)."""
     if not given:
         return None
     try:

@@ -50,7 +50,7 @@ def indices() -> None:
 @indices.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the indices as JSON.")
 def list_indices(as_json: bool) -> None:
-    """Indices under the prefix: aliases, documents, size, embedder, vector index and analyzer (from _meta)."""
+    """List the indices under the prefix: aliases, documents, size, embedder, vector index and analyzer (from _meta)."""
     settings = load_settings()
 
     async def work(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -225,7 +225,7 @@ def loads() -> None:
 @click.option("--all-prefixes", is_flag=True, help="Loads of every index prefix, not only the current one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 def list_loads(size: int, all_prefixes: bool, as_json: bool) -> None:
-    """The most recent loads, newest first."""
+    """List the most recent loads, newest first."""
     settings = load_settings()
     found = past_loads(settings.state_dir, None if all_prefixes else settings.index_prefix)[:size]
     if as_json:

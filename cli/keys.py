@@ -44,7 +44,7 @@ def keys() -> None:
 
 
 def token_kids(record: KeyRecord) -> str:
-    """The ``kid`` each of the key's public keys' tokens name, as a sentence; empty where it has none."""
+    """Return the ``kid`` each of the key's public keys' tokens name, as a sentence; empty where it has none."""
     if not record.token_keys:
         return ""
     kids = ", ".join(f"`{record.name}/{t.kid}` ({t.algorithm})" for t in record.token_keys)

@@ -85,7 +85,7 @@ def caller_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 async def cli_caller(store: Store, key: str | None, principals: Sequence[str], action: str | None = None) -> Caller:
-    """The caller of a command: the stored key ``key`` names, a non-admin of ``principals``, else an admin;
+    """Return the caller of a command: the stored key ``key`` names, a non-admin of ``principals``, else an admin;
     refused (403) where ``action`` is one the key may not do."""
     caller = await _cli_caller(store, key, principals)
     if action is not None and not caller.may(action):

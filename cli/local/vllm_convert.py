@@ -51,7 +51,7 @@ def _module(name: str) -> Any:
 
 
 def _weights(gguf: Path, dtype: str) -> tuple[dict[str, Any], Any, str]:
-    """The dequantized weights in ``dtype`` (shared tensors left out), the model's config and its class."""
+    """Return the dequantized weights in ``dtype`` (shared tensors left out), the model's config and its class."""
     torch, transformers = _module("torch"), _module("transformers")
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype)
