@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_japanese import drop, files_of, open_store  # noqa: E402
-
+from benchmarks.bench_japanese import drop, files_of, open_store  # noqa: E402
 from hopsearch.loaders.docs import DocsSource, load_docs  # noqa: E402
 from hopsearch.loaders.model import LoadOptions  # noqa: E402
 from hopsearch.loaders.pipeline import _with_language  # noqa: E402
